@@ -1,0 +1,1 @@
+"""Everything that thinks: retrieval, consolidation, planning, answering, benchmarks."""

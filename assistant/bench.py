@@ -1,0 +1,65 @@
+"""`chorus bench egolifeqa`: Hit@W, context size and latency of retrievers side by side."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable, Iterable
+
+import numpy as np
+
+from assistant.context import context_tokens
+from assistant.egolifeqa import QAItem
+from assistant.query import Query
+from memory.clock import HouseClock
+from memory.records import Unit
+
+WINDOWS = {"hit@0": 0, "hit@30s": 30_000, "hit@5min": 300_000}
+
+
+def hit(units: list[Unit], targets: Iterable[int], w_ms: int) -> bool:
+    """Some fine unit (span at most 60 s) has start - W <= t <= end + W for a target t."""
+    ts = list(targets)
+    return any(
+        u.end_ms - u.start_ms <= 60_000 and u.start_ms - w_ms <= t <= u.end_ms + w_ms
+        for u in units for t in ts
+    )
+
+
+def summarize(rows: list[dict]) -> dict:
+    if not rows:
+        return {}
+    lat = np.array([r["latency_ms"] for r in rows])
+    out = {k: round(100 * float(np.mean([r[k] for r in rows])), 1) for k in WINDOWS}
+    out["units"] = round(float(np.mean([r["units"] for r in rows])), 2)
+    out["tokens"] = round(float(np.mean([r["tokens"] for r in rows])), 1)
+    out["latency_ms_p50"] = round(float(np.percentile(lat, 50)), 2)
+    out["latency_ms_p95"] = round(float(np.percentile(lat, 95)), 2)
+    out["n"] = len(rows)
+    return out
+
+
+def run(
+    items: list[QAItem], retrievers: dict, clock: HouseClock, *, asker: str, budget: int,
+    progress: Callable[[Iterable], Iterable] = iter,
+) -> dict:
+    """Every item through every retriever; per retriever overall and per question type."""
+    rows: dict[str, list[dict]] = defaultdict(list)
+    for item in progress(items):
+        q = Query(item.question, item.query_ms, item.options, asker=asker, budget=budget)
+        for name, r in retrievers.items():
+            got = r.retrieve(q)
+            row = {k: hit(got.units, item.targets, w) for k, w in WINDOWS.items()}
+            row.update(
+                type=item.type, id=item.id, units=len(got.units),
+                tokens=context_tokens(got.units, clock.label), latency_ms=got.timings_ms["retrieval"],
+            )
+            rows[name].append(row)
+    report: dict = {"questions": len(items), "retrievers": {}}
+    for name, rs in rows.items():
+        by_type = defaultdict(list)
+        for r in rs:
+            by_type[r["type"]].append(r)
+        entry = summarize(rs)
+        entry["by_type"] = {t: summarize(v) for t, v in sorted(by_type.items())}
+        report["retrievers"][name] = entry
+    return report

@@ -1,0 +1,1 @@
+"""The process: settings, lifecycle, wiring, command line, logging."""

@@ -1,0 +1,1 @@
+"""What is remembered and how it is found: the SQLite store, records, segments, indices, time."""

@@ -1,0 +1,270 @@
+"""Lexical search with bm25s over segments or events, sharded by day and refreshed as data arrives.
+
+bm25s has no incremental add, so the index is cut into sealed shards, one per UTC day of
+event time. Every segment and event row carries the store revision that last changed it; a
+refresh rebuilds only the shards that hold rows newer than the revision it last saw: while
+streams run live that is today's shard alone. Shards are persisted beside the database file.
+
+Each shard has its own document frequencies; a query re-weights each term by the ratio of the
+global IDF (summed over shards) to the shard's own, so scores of different days compare as if
+one index held the whole memory.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import shutil
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import bm25s
+import numpy as np
+
+from memory.clock import DAY_MS
+from memory.store import Store
+from memory.tokenize import VERSION as TOKENIZER_VERSION
+from memory.tokenize import tokenize
+
+logger = logging.getLogger(__name__)
+FORMAT = f"1/{TOKENIZER_VERSION}"
+
+
+@dataclass(frozen=True)
+class Source:
+    """What one index covers: a table with id, agent, start, as-of key, text and rev columns."""
+
+    name: str
+    table: str
+    agent_sql: str
+    asof_sql: str
+    text_sql: str
+
+
+SEGMENTS = Source("segments", "segments", "agent_id", "last_ms", "text")
+EVENTS = Source(
+    "events", "events", "-1", "end_ms",
+    "who || ' ' || what || ' ' || COALESCE(place, '') || ' ' || COALESCE(how, '')",
+)
+
+
+@dataclass
+class Shard:
+    key: int
+    rev: int
+    ids: np.ndarray
+    agents: np.ndarray
+    starts: np.ndarray
+    asof: np.ndarray
+    bm25: bm25s.BM25
+    df: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def n(self) -> int:
+        return len(self.ids)
+
+    def column(self, token: str) -> tuple[np.ndarray, np.ndarray] | None:
+        j = self.bm25.vocab_dict.get(token)
+        if j is None:
+            return None
+        s = self.bm25.scores
+        a, b = s["indptr"][j], s["indptr"][j + 1]
+        return s["indices"][a:b], s["data"][a:b]
+
+
+class LexicalIndex:
+    """BM25 over one source of the store, in day shards, persisted under `folder`."""
+
+    def __init__(self, store: Store, source: Source = SEGMENTS, folder: str | Path | None = None):
+        self.store = store
+        self.source = source
+        base = Path(folder) if folder else (
+            None if store.path == ":memory:" else Path(store.path + ".index")
+        )
+        self.folder = base / source.name if base else None
+        self.shards: dict[int, Shard] = {}
+        self.seen_rev = 0
+        self.last_refresh: dict = {}
+        self._load()
+
+    # -- building -----------------------------------------------------------------------
+    def refresh(self) -> list[int]:
+        """Rebuild the shards whose rows changed since the last refresh; returns their keys."""
+        rev = self.store.revision()
+        if rev == self.seen_rev:
+            return []
+        t0 = time.perf_counter()
+        src = self.source
+        if rev < self.seen_rev:  # a different or rebuilt database: start over
+            self.shards.clear()
+            self.seen_rev = 0
+        keys = [
+            r[0]
+            for r in self.store.db.execute(
+                f"SELECT DISTINCT start_ms / {DAY_MS} FROM {src.table} WHERE rev > ?", (self.seen_rev,)
+            )
+        ]
+        for key in keys:
+            self._build(key, rev)
+        self.seen_rev = rev
+        self._save_manifest()
+        self.last_refresh = {"shards": keys, "seconds": time.perf_counter() - t0}
+        if keys:
+            logger.info("refreshed %s index: %d shard(s) in %.2fs", src.name, len(keys), time.perf_counter() - t0)
+        return keys
+
+    def rebuild(self) -> None:
+        self.shards.clear()
+        self.seen_rev = 0
+        if self.folder and self.folder.exists():
+            shutil.rmtree(self.folder)
+        self.refresh()
+
+    def _build(self, key: int, rev: int) -> None:
+        src = self.source
+        rows = self.store.db.execute(
+            f"""SELECT id, {src.agent_sql}, start_ms, {src.asof_sql}, {src.text_sql} FROM {src.table}
+                WHERE start_ms >= ? AND start_ms < ? ORDER BY start_ms, id""",
+            (key * DAY_MS, (key + 1) * DAY_MS),
+        ).fetchall()
+        if not rows:
+            self.shards.pop(key, None)
+            self._drop_files(key)
+            return
+        bm = bm25s.BM25()
+        bm.index([tokenize(r[4]) for r in rows], show_progress=False)
+        shard = Shard(
+            key, rev,
+            ids=np.array([r[0] for r in rows], dtype=np.int64),
+            agents=np.array([r[1] for r in rows], dtype=np.int32),
+            starts=np.array([r[2] for r in rows], dtype=np.int64),
+            asof=np.array([r[3] for r in rows], dtype=np.int64),
+            bm25=bm,
+        )
+        _fill_df(shard)
+        self.shards[key] = shard
+        self._save_shard(shard)
+
+    # -- searching ----------------------------------------------------------------------
+    def idf(self, token: str) -> float:
+        n = sum(s.n for s in self.shards.values())
+        df = sum(s.df.get(token, 0) for s in self.shards.values())
+        return _idf(n, df) if df else 0.0
+
+    def search(
+        self,
+        tokens: Iterable[str] | Mapping[str, float],
+        *,
+        k: int = 15,
+        as_of: int | None = None,
+        agents: Iterable[int] | None = None,
+        start_ms: int | None = None,
+        end_ms: int | None = None,
+    ) -> list[tuple[int, float]]:
+        """(row id, score) best first, among rows whose as-of key <= as_of, of those agents."""
+        weights = _weights(tokens)
+        if not weights or not self.shards:
+            return []
+        n_all = sum(s.n for s in self.shards.values())
+        gidf = {t: _idf(n_all, sum(s.df.get(t, 0) for s in self.shards.values())) for t in weights}
+        agent_arr = np.array(sorted(set(agents)), dtype=np.int32) if agents is not None else None
+        hi = min(x for x in (as_of, end_ms) if x is not None) if (as_of or end_ms) else None
+        found: list[tuple[float, int]] = []
+        for key, shard in self.shards.items():
+            if (hi is not None and key * DAY_MS > hi) or (
+                start_ms is not None and (key + 1) * DAY_MS <= start_ms
+            ):
+                continue
+            scores = np.zeros(shard.n, dtype=np.float32)
+            for t, w in weights.items():
+                col = shard.column(t)
+                if col is None:
+                    continue
+                idx, vals = col
+                scores[idx] += vals * (w * gidf[t] / _idf(shard.n, shard.df[t]))
+            mask = scores > 0
+            if as_of is not None:
+                mask &= shard.asof <= as_of
+            if end_ms is not None:
+                mask &= shard.starts < end_ms
+            if start_ms is not None:
+                mask &= shard.starts >= start_ms
+            if agent_arr is not None:
+                mask &= np.isin(shard.agents, agent_arr)
+            cand = np.flatnonzero(mask)
+            if len(cand) > k:
+                cand = cand[np.argpartition(-scores[cand], k - 1)[:k]]
+            found.extend((float(scores[i]), int(shard.ids[i])) for i in cand)
+        found.sort(key=lambda x: (-x[0], x[1]))
+        return [(i, s) for s, i in found[:k]]
+
+    # -- persistence --------------------------------------------------------------------
+    def _load(self) -> None:
+        if not self.folder or not (self.folder / "manifest.json").exists():
+            return
+        try:
+            manifest = json.loads((self.folder / "manifest.json").read_text())
+            if manifest.get("format") != FORMAT:
+                logger.info("%s index format changed: rebuilding", self.source.name)
+                return
+            for key in manifest["shards"]:
+                d = self.folder / str(key)
+                meta = np.load(d / "meta.npz")
+                info = json.loads((d / "info.json").read_text())
+                bm = bm25s.BM25.load(str(d / "bm25"), show_progress=False)
+                shard = Shard(key, info["rev"], meta["ids"], meta["agents"], meta["starts"], meta["asof"], bm)
+                _fill_df(shard)
+                self.shards[key] = shard
+            self.seen_rev = manifest["seen_rev"]
+        except (OSError, ValueError, KeyError) as e:
+            logger.warning("%s index unreadable (%s): rebuilding", self.source.name, e)
+            self.shards.clear()
+            self.seen_rev = 0
+
+    def _save_shard(self, shard: Shard) -> None:
+        if not self.folder:
+            return
+        final = self.folder / str(shard.key)
+        tmp = self.folder / f".{shard.key}.tmp{os.getpid()}"
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir(parents=True)
+        shard.bm25.save(str(tmp / "bm25"), show_progress=False)
+        np.savez(tmp / "meta.npz", ids=shard.ids, agents=shard.agents, starts=shard.starts, asof=shard.asof)
+        (tmp / "info.json").write_text(json.dumps({"rev": shard.rev, "n": shard.n}))
+        shutil.rmtree(final, ignore_errors=True)
+        os.rename(tmp, final)
+
+    def _drop_files(self, key: int) -> None:
+        if self.folder:
+            shutil.rmtree(self.folder / str(key), ignore_errors=True)
+
+    def _save_manifest(self) -> None:
+        if not self.folder:
+            return
+        self.folder.mkdir(parents=True, exist_ok=True)
+        tmp = self.folder / f".manifest.tmp{os.getpid()}"
+        tmp.write_text(json.dumps({"format": FORMAT, "seen_rev": self.seen_rev, "shards": sorted(self.shards)}))
+        os.replace(tmp, self.folder / "manifest.json")
+
+
+def _fill_df(shard: Shard) -> None:
+    indptr = shard.bm25.scores["indptr"]
+    shard.df = {t: int(indptr[j + 1] - indptr[j]) for t, j in shard.bm25.vocab_dict.items() if t}
+
+
+def _idf(n: int, df: int) -> float:
+    return math.log(1 + (n - df + 0.5) / (df + 0.5))
+
+
+def _weights(tokens: Iterable[str] | Mapping[str, float]) -> dict[str, float]:
+    if isinstance(tokens, Mapping):
+        return {t: float(w) for t, w in tokens.items() if t and w > 0}
+    out: dict[str, float] = {}
+    for t in tokens:
+        if t:
+            out[t] = out.get(t, 0.0) + 1.0
+    return out

@@ -1,0 +1,1 @@
+"""Local models behind small synchronous classes (LLM, embeddings, speech, vision)."""

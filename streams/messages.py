@@ -1,0 +1,81 @@
+"""Typed wire messages with explicit to/from bytes. Times are UTC epoch milliseconds."""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from streams.errors import SchemaViolation
+
+AGENT_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+MAX_TEXT = 8192
+
+
+class CaptionMessage(BaseModel):
+    """`agents/{agent}/caption`: one caption or transcript line of one agent."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    id: str = Field(min_length=1, max_length=200, description="unique per agent; a resend is a no-op")
+    ts: int = Field(ge=0, description="start, UTC epoch ms")
+    end_ts: int | None = Field(default=None, ge=0, description="end, UTC epoch ms (default: ts)")
+    kind: Literal["caption", "transcript"] = "caption"
+    text: str = Field(min_length=1, max_length=MAX_TEXT)
+    speaker: str | None = Field(default=None, max_length=100)
+    lang: str | None = Field(default=None, max_length=16)
+
+    @field_validator("text")
+    @classmethod
+    def _not_blank(cls, v: str) -> str:
+        if not v.strip():
+            raise ValueError("text is blank")
+        return v
+
+    @model_validator(mode="after")
+    def _ordered(self) -> CaptionMessage:
+        if self.end_ts is not None and self.end_ts < self.ts:
+            raise ValueError("end_ts is before ts")
+        return self
+
+    @property
+    def end(self) -> int:
+        return self.ts if self.end_ts is None else self.end_ts
+
+    def to_bytes(self) -> bytes:
+        return self.model_dump_json(exclude_none=True).encode()
+
+    @classmethod
+    def from_bytes(cls, data: bytes | str, *, where: str | None = None) -> CaptionMessage:
+        try:
+            return cls.model_validate_json(data)
+        except ValidationError as e:
+            raise SchemaViolation(_first_error(e), where=where) from None
+
+
+class AgentCaption(BaseModel):
+    """A caption together with the agent that sent it: what readers of recordings yield."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    agent: str
+    msg: CaptionMessage
+
+    @field_validator("agent")
+    @classmethod
+    def _agent_name(cls, v: str) -> str:
+        if not AGENT_NAME.match(v):
+            raise ValueError(f"agent name {v!r} must be 1-64 of A-Z a-z 0-9 _ . - (no / + # or spaces)")
+        return v
+
+
+def _first_error(e: ValidationError) -> str:
+    err = e.errors()[0]
+    loc = ".".join(str(p) for p in err.get("loc", ())) or "message"
+    return f"{loc}: {err.get('msg', 'invalid')}"
+
+
+def dumps(obj: dict) -> bytes:
+    return json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode()
