@@ -63,3 +63,14 @@ def run(
         entry["by_type"] = {t: summarize(v) for t, v in sorted(by_type.items())}
         report["retrievers"][name] = entry
     return report
+
+
+def table(report: dict) -> str:
+    """The report as a plain-text table, one row per retriever and per question type."""
+    cols = ["hit@0", "hit@30s", "hit@5min", "units", "tokens", "latency_ms_p50", "latency_ms_p95"]
+    lines = [f"{report['questions']} questions", f"{'retriever / type':32}" + "".join(f"{c:>16}" for c in cols)]
+    for name, r in report["retrievers"].items():
+        lines.append(f"{name:32}" + "".join(f"{r[c]:>16}" for c in cols))
+        for t, rt in r["by_type"].items():
+            lines.append(f"  {t:30}" + "".join(f"{rt[c]:>16}" for c in cols))
+    return "\n".join(lines)

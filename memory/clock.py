@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from datetime import date, datetime, time, timedelta, timezone
+from datetime import UTC, date, datetime, time, timedelta
 from zoneinfo import ZoneInfo
 
 from memory.errors import TimeFormatError
@@ -45,7 +45,7 @@ class HouseClock:
         return day, secs
 
     def local(self, ms: int) -> datetime:
-        return datetime.fromtimestamp(ms / 1000, timezone.utc).astimezone(self.tz)
+        return datetime.fromtimestamp(ms / 1000, UTC).astimezone(self.tz)
 
     def iso(self, ms: int) -> str:
         """Local ISO 8601 with offset, milliseconds kept when not zero."""
@@ -76,7 +76,7 @@ class HouseClock:
             return int(text)
         s = text.strip()
         if s.lower() == "now":
-            return now_ms if now_ms is not None else int(datetime.now(timezone.utc).timestamp() * 1000)
+            return now_ms if now_ms is not None else int(datetime.now(UTC).timestamp() * 1000)
         if re.fullmatch(r"\d{11,14}", s):
             return int(s)
         packed = re.fullmatch(r"(day\s*_?\d+)_(\d{6,8})", s, re.I)

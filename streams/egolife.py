@@ -122,7 +122,7 @@ def read_hour(f: HourFile, at: DayClock) -> list[AgentCaption]:
     if f.stream == "translated":
         twin_path = _twin_srt(f)
         srt = {e.index: e for e in parse_srt(twin_path.read_text("utf-8", "replace"))} if twin_path.exists() else {}
-        for n, line in enumerate(text.splitlines(), 1):
+        for line in text.splitlines():
             try:
                 row = json.loads(line)
                 idx = int(str(row["custom_id"]).split("-")[0])

@@ -1,0 +1,104 @@
+import bm25s
+import pytest
+
+from memory.clock import DAY_MS
+from memory.lexical import LexicalIndex
+from memory.records import Observation
+from memory.tokenize import tokenize
+
+D1 = 1_735_689_600_000  # 2025-01-01T00:00Z, a day boundary
+
+
+def obs(agent, day, sec, text):
+    t = D1 + (day - 1) * DAY_MS + sec * 1000
+    return Observation(agent, "caption", t, t + 2000, text)
+
+
+@pytest.fixture
+def filled(store):
+    store.add([
+        obs("jake", 1, 36_000, "red charger"), obs("jake", 1, 36_060, "blue cup"),
+        obs("alice", 2, 40_000, "red charger"),
+        *[obs("alice", 2, 40_100 + 60 * i, f"green thing{i}") for i in range(8)],
+        obs("jake", 3, 50_000, "charger cable"),
+    ])
+    return store
+
+
+def texts(store, hits):
+    units = store.units([i for i, _ in hits])
+    return [(units[i].agent, units[i].text) for i, _ in hits]
+
+
+def test_as_of_cut_off_is_strict(filled):
+    ix = LexicalIndex(filled)
+    ix.refresh()
+    day2_end = D1 + DAY_MS + 40_000_000 + 2000  # the alice charger ends exactly here
+    got = texts(filled, ix.search(tokenize("charger"), k=10, as_of=day2_end))
+    assert sorted(got) == [("alice", "red charger"), ("jake", "red charger")]
+    assert ("alice", "red charger") not in texts(filled, ix.search(tokenize("charger"), k=10, as_of=day2_end - 1))
+    assert len(ix.search(tokenize("charger"), k=10)) == 3
+
+
+def test_agent_and_time_filters(filled):
+    ix = LexicalIndex(filled)
+    ix.refresh()
+    jake = {v: k for k, v in filled.agents().items()}["jake"]
+    assert {a for a, _ in texts(filled, ix.search(tokenize("charger"), k=10, agents=[jake]))} == {"jake"}
+    day3 = texts(filled, ix.search(tokenize("charger"), k=10, start_ms=D1 + 2 * DAY_MS))
+    assert day3 == [("jake", "charger cable")]
+
+
+def test_scores_compare_across_day_shards_as_one_index(filled):
+    """Same text on two days scores the same: the shards use the global IDF."""
+    ix = LexicalIndex(filled)
+    ix.refresh()
+    assert len(ix.shards) == 3
+    hits = ix.search(tokenize("red charger"), k=10)
+    by_text = {}
+    for i, s in hits:
+        by_text.setdefault(filled.units([i])[i].text, []).append(s)
+    assert by_text["red charger"][0] == pytest.approx(by_text["red charger"][1], rel=1e-5)
+    rows = filled.db.execute("SELECT id, text FROM segments ORDER BY id").fetchall()
+    one = bm25s.BM25()
+    one.index([tokenize(r[1]) for r in rows], show_progress=False)
+    ref = one.get_scores(tokenize("red"))
+    red = [i for i, _ in ix.search(tokenize("red"), k=10)]
+    mine = dict(ix.search(tokenize("red"), k=10))
+    for pos, r in enumerate(rows):
+        if r[0] in red:
+            assert mine[r[0]] == pytest.approx(float(ref[pos]), rel=0.25)  # same IDF, per-shard length norm
+
+
+def test_refresh_rebuilds_only_the_changed_day(filled):
+    ix = LexicalIndex(filled)
+    assert sorted(ix.refresh()) == [D1 // DAY_MS, D1 // DAY_MS + 1, D1 // DAY_MS + 2]
+    assert ix.refresh() == []
+    filled.add([obs("alice", 3, 60_000, "charger in the drawer")])
+    assert ix.refresh() == [D1 // DAY_MS + 2]
+    assert ("alice", "charger in the drawer") in texts(filled, ix.search(tokenize("drawer"), k=3))
+
+
+def test_index_persists_and_reloads_without_rebuilding(filled):
+    first = LexicalIndex(filled)
+    first.refresh()
+    want = first.search(tokenize("charger"), k=10)
+    again = LexicalIndex(filled)
+    assert again.refresh() == []
+    assert again.search(tokenize("charger"), k=10) == want
+
+
+def test_corrupt_index_folder_is_rebuilt(filled):
+    ix = LexicalIndex(filled)
+    ix.refresh()
+    (ix.folder / "manifest.json").write_text("{not json")
+    again = LexicalIndex(filled)
+    assert len(again.refresh()) == 3
+    assert len(again.search(tokenize("charger"), k=10)) == 3
+
+
+def test_chinese_query_finds_chinese_caption(store):
+    store.add([obs("lucia", 1, 1000, "这个螺丝刀它没有磁吸"), obs("lucia", 1, 2000, "我们去厨房做饭")])
+    ix = LexicalIndex(store)
+    ix.refresh()
+    assert texts(store, ix.search(tokenize("螺丝刀"), k=1)) == [("lucia", "这个螺丝刀它没有磁吸")]

@@ -1,0 +1,84 @@
+import json
+
+import pytest
+
+from assistant.bench import hit
+from daemon.cli import main
+from memory.records import Unit
+from memory.store import Store
+
+
+@pytest.fixture
+def house(monkeypatch):
+    monkeypatch.setenv("CHORUS__HOUSE__DAY1", "2025-01-01")
+    monkeypatch.setenv("CHORUS__HOUSE__TIMEZONE", "Asia/Shanghai")
+
+
+def run_json(capsys, args):
+    assert main(args + ["--json"]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def test_retrieve_prints_units_before_as_of(house, slice_db, clock, capsys):
+    as_of = "DAY1 11:21:02"
+    got = run_json(capsys, ["retrieve", "Who used the screwdriver first?", "--as-of", as_of, "--db", str(slice_db)])
+    assert got["question"] == "Who used the screwdriver first?"
+    assert got["as_of"] == "2025-01-01T11:21:02+08:00"
+    units = got["units"]
+    assert 1 <= len(units) <= 15
+    assert set(units[0]) >= {"agent", "start", "end", "start_ms", "end_ms", "text", "ids", "score"}
+    assert [u["score"] for u in units] == sorted((u["score"] for u in units), reverse=True)
+    assert units[0]["start"].endswith("+08:00") and units[0]["end_ms"] - units[0]["start_ms"] == 30_000
+    assert any("screwdriver" in u["text"].lower() or "螺丝刀" in u["text"] for u in units)
+    cut = clock.parse(as_of)
+    s = Store(slice_db, readonly=True)
+    ids = [i for u in units for i in u["ids"]]
+    latest = s.db.execute(f"SELECT MAX(end_ms) FROM observations WHERE id IN ({','.join(map(str, ids))})").fetchone()[0]
+    assert latest <= cut
+
+
+def test_retrieve_by_agent_and_budget(house, slice_db, capsys):
+    got = run_json(capsys, ["retrieve", "flowers on the table", "--as-of", "DAY1 13:00", "--agent", "A2_ALICE",
+                            "--budget", "4", "--db", str(slice_db)])
+    assert len(got["units"]) == 4 and {u["agent"] for u in got["units"]} == {"A2_ALICE"}
+
+
+def test_retrieve_before_any_memory_is_empty(house, slice_db, capsys):
+    got = run_json(capsys, ["retrieve", "screwdriver", "--as-of", "DAY1 08:00", "--db", str(slice_db)])
+    assert got["units"] == []
+
+
+def test_retrieve_rejects_unreadable_time(house, slice_db, capsys):
+    assert main(["retrieve", "x", "--as-of", "teatime", "--db", str(slice_db)]) == 2
+    assert "unreadable time" in capsys.readouterr().err
+
+
+def test_hit_at_w_bounds():
+    u = Unit(1, "a", 100_000, 130_000, "t")
+    assert hit([u], [100_000], 0) and hit([u], [130_000], 0)
+    assert not hit([u], [99_999], 0) and hit([u], [99_999], 30_000)
+    assert not hit([u], [160_001], 30_000) and hit([u], [430_000], 300_000)
+    wide = Unit(2, "a", 0, 61_000, "hour summary")
+    assert not hit([wide], [30_000], 0)  # coarse units do not count
+
+
+def test_bench_compares_retrievers_on_a_slice(house, slice_db, egolife, tmp_path, capsys):
+    items = json.loads((egolife / "EgoLifeQA" / "EgoLifeQA_A1_JAKE_DAY1.json").read_text())
+    qa = tmp_path / "qa.json"
+    qa.write_text(json.dumps(items[:16]))
+    rep = run_json(capsys, ["bench", "egolifeqa", str(qa), "--db", str(slice_db), "--limit", "12"])
+    assert rep["questions"] == 12
+    assert set(rep["retrievers"]) == {"default", "egomas-reference"}
+    for r in rep["retrievers"].values():
+        assert set(r) >= {"hit@0", "hit@30s", "hit@5min", "units", "tokens", "latency_ms_p50", "latency_ms_p95",
+                          "by_type"}
+        assert 0 <= r["hit@0"] <= r["hit@30s"] <= r["hit@5min"] <= 100
+        assert 0 < r["units"] <= 15 and r["tokens"] > 0
+        assert sum(t["n"] for t in r["by_type"].values()) == 12
+    assert rep["retrievers"]["default"]["hit@5min"] > 0
+
+
+def test_bench_rejects_unknown_retriever(house, slice_db, egolife, capsys):
+    qa = egolife / "EgoLifeQA" / "EgoLifeQA_A1_JAKE_DAY1.json"
+    assert main(["bench", "egolifeqa", str(qa), "--db", str(slice_db), "--retrievers", "magic"]) == 2
+    assert "unknown retriever" in capsys.readouterr().err
