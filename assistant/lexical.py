@@ -1,8 +1,13 @@
-"""The default retriever: bilingual BM25 (bm25s, day shards) over 30-second segments."""
+"""The default retriever: bilingual BM25 (bm25s, day shards) over 30-second segments.
+
+The same moment is often in several wearers' segments (they heard the same words), so by
+default one unit per 30-second slot is kept: the budget buys more distinct moments.
+"""
 
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 
 from assistant.query import Query, Retrieved, person_name, speaks_of_self
 from memory.lexical import LexicalIndex
@@ -10,6 +15,7 @@ from memory.store import Store
 from memory.tokenize import query_tokens
 
 OPTION_WEIGHT = 0.5
+OVERFETCH = 4
 
 
 class LexicalRetriever:
@@ -17,9 +23,10 @@ class LexicalRetriever:
 
     name = "default"
 
-    def __init__(self, store: Store, index: LexicalIndex | None = None):
+    def __init__(self, store: Store, index: LexicalIndex | None = None, *, per_slot: int = 1):
         self.store = store
         self.index = index or LexicalIndex(store)
+        self.per_slot = per_slot
 
     def weights(self, q: Query) -> dict[str, float]:
         w: dict[str, float] = {}
@@ -33,20 +40,26 @@ class LexicalRetriever:
                 w[t] = w.get(t, 0.0) + OPTION_WEIGHT
         return w
 
+    def agent_ids(self, names) -> list[int] | None:
+        if not names:
+            return None
+        known = {v: k for k, v in self.store.agents().items()}
+        return [known[a] for a in names if a in known]
+
     def retrieve(self, q: Query) -> Retrieved:
         t0 = time.perf_counter()
         self.index.refresh()
-        agent_ids = None
-        if q.agents:
-            known = {v: k for k, v in self.store.agents().items()}
-            agent_ids = [known[a] for a in q.agents if a in known]
-        hits = self.index.search(self.weights(q), k=q.budget, as_of=q.as_of_ms, agents=agent_ids)
+        hits = self.index.search(
+            self.weights(q), k=q.budget * OVERFETCH, as_of=q.as_of_ms, agents=self.agent_ids(q.agents)
+        )
         units = self.store.units([i for i, _ in hits])
-        out = [_scored(units[i], s) for i, s in hits if i in units]
+        out, per_slot = [], {}
+        for i, score in hits:
+            u = units.get(i)
+            if u is None or per_slot.get(u.start_ms, 0) >= self.per_slot:
+                continue
+            per_slot[u.start_ms] = per_slot.get(u.start_ms, 0) + 1
+            out.append(replace(u, score=round(score, 4)))
+            if len(out) == q.budget:
+                break
         return Retrieved(out, {"retrieval": (time.perf_counter() - t0) * 1000})
-
-
-def _scored(u, score: float):
-    from dataclasses import replace
-
-    return replace(u, score=round(score, 4))

@@ -172,7 +172,8 @@ class LexicalIndex:
         n_all = sum(s.n for s in self.shards.values())
         gidf = {t: _idf(n_all, sum(s.df.get(t, 0) for s in self.shards.values())) for t in weights}
         agent_arr = np.array(sorted(set(agents)), dtype=np.int32) if agents is not None else None
-        hi = min(x for x in (as_of, end_ms) if x is not None) if (as_of or end_ms) else None
+        cuts = [x for x in (as_of, end_ms) if x is not None]
+        hi = min(cuts) if cuts else None
         found: list[tuple[float, int]] = []
         for key, shard in self.shards.items():
             if (hi is not None and key * DAY_MS > hi) or (
