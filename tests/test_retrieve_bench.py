@@ -82,3 +82,10 @@ def test_bench_rejects_unknown_retriever(house, slice_db, egolife, capsys):
     qa = egolife / "EgoLifeQA" / "EgoLifeQA_A1_JAKE_DAY1.json"
     assert main(["bench", "egolifeqa", str(qa), "--db", str(slice_db), "--retrievers", "magic"]) == 2
     assert "unknown retriever" in capsys.readouterr().err
+
+
+def test_one_unit_per_moment_by_default(house, slice_db, capsys):
+    """Several wearers hear the same words; the budget goes to distinct 30-second moments."""
+    got = run_json(capsys, ["retrieve", "screwdriver magnet screws", "--as-of", "DAY1 13:00", "--db", str(slice_db)])
+    starts = [u["start_ms"] for u in got["units"]]
+    assert len(starts) >= 8 and len(set(starts)) == len(starts)
