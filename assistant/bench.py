@@ -74,3 +74,55 @@ def table(report: dict) -> str:
         for t, rt in r["by_type"].items():
             lines.append(f"  {t:30}" + "".join(f"{rt[c]:>16}" for c in cols))
     return "\n".join(lines)
+
+
+STAGES = ("shared", "planning", "retrieval", "answering")
+
+
+def run_answers(
+    items: list[QAItem], cells: dict, clock: HouseClock, *, asker: str,
+    progress: Callable[[Iterable], Iterable] = iter,
+) -> dict:
+    """Every item answered by every cell (an `Answerer` with its switches): accuracy, Hit@W, cost."""
+    rows: dict[str, list[dict]] = defaultdict(list)
+    for item in progress(items):
+        q = Query(item.question, item.query_ms, item.options, asker=asker)
+        for name, answerer in cells.items():
+            a = answerer.answer(q)
+            units = a.gathered.units
+            row = {k: hit(units, item.targets, w) for k, w in WINDOWS.items()}
+            row.update(
+                type=item.type, id=item.id, units=len(units), tokens=a.context_tokens,
+                accuracy=a.choice == item.answer, error=a.status != "ok",
+                prompt_tokens=a.usage.prompt_tokens, completion_tokens=a.usage.completion_tokens,
+                latency_ms=sum(a.timings_ms.values()),
+                **{f"{s}_ms": a.timings_ms.get(s, 0.0) for s in STAGES},
+            )
+            rows[name].append(row)
+    report: dict = {"questions": len(items), "cells": {}}
+    for name, rs in rows.items():
+        entry = summarize(rs)
+        entry["accuracy"] = round(100 * float(np.mean([r["accuracy"] for r in rs])), 1)
+        entry["errors"] = int(sum(r["error"] for r in rs))
+        for k in ("prompt_tokens", "completion_tokens"):
+            entry[k] = round(float(np.mean([r[k] for r in rs])), 1)
+        entry["stage_ms_p50"] = {s: round(float(np.percentile([r[f"{s}_ms"] for r in rs], 50)), 1) for s in STAGES}
+        by_type = defaultdict(list)
+        for r in rs:
+            by_type[r["type"]].append(r)
+        entry["by_type"] = {
+            t: summarize(v) | {"accuracy": round(100 * float(np.mean([r["accuracy"] for r in v])), 1)}
+            for t, v in sorted(by_type.items())
+        }
+        report["cells"][name] = entry
+    return report
+
+
+def answer_table(report: dict) -> str:
+    cols = ["accuracy", "hit@0", "hit@30s", "hit@5min", "units", "tokens", "latency_ms_p50"]
+    lines = [f"{report['questions']} questions, model {report.get('model')}",
+             f"{'cell':28}" + "".join(f"{c:>15}" for c in cols) + "   stage p50 ms"]
+    for name, r in report["cells"].items():
+        stages = " ".join(f"{k}={v}" for k, v in r["stage_ms_p50"].items())
+        lines.append(f"{name:28}" + "".join(f"{r[c]:>15}" for c in cols) + f"   {stages}")
+    return "\n".join(lines)

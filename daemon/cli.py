@@ -39,7 +39,18 @@ def build_parser() -> argparse.ArgumentParser:
     rt.add_argument("--option", action="append", default=[], help="a multiple-choice option (repeatable)")
     rt.add_argument("--asker", help="who asks: 'I' in the question means this agent")
     rt.add_argument("--budget", type=int, help="fine units in the context (default: retrieval.budget)")
+    rt.add_argument("--planner", choices=["llm", "rule"],
+                    help="EgoMAS retrieval: shared memory, this planner, per-agent units (default: flat BM25)")
     _common(rt)
+
+    ak = sub.add_parser("ask", help="answer a question from the memory with the local LLM")
+    ak.add_argument("question")
+    ak.add_argument("--option", action="append", default=[], help="a multiple-choice option (repeatable, A-D)")
+    ak.add_argument("--as-of", default="now", help="only memory recorded before this time")
+    ak.add_argument("--asker", help="who asks: 'I' in the question means this agent")
+    ak.add_argument("--agent", action="append", help="search only these agents (repeatable)")
+    ak.add_argument("--planner", choices=["llm", "rule"], help="default: answer.planner")
+    _common(ak)
 
     be = sub.add_parser("bench", help="measure retrieval on a question set")
     bsub = be.add_subparsers(dest="suite", required=True)
@@ -48,7 +59,19 @@ def build_parser() -> argparse.ArgumentParser:
     eq.add_argument("--limit", type=int, help="only the first N questions")
     eq.add_argument("--retrievers", default="default,egomas-reference", help="comma-separated retrievers to compare")
     eq.add_argument("--budget", type=int, help="fine units per context (default: retrieval.budget)")
+    eq.add_argument("--answer", action="store_true", help="answer with the LLM: accuracy and the EgoMAS ablation")
+    eq.add_argument("--cells", default="full,no-shared,no-dynamic,neither",
+                    help="ablation cells with --answer: full, no-shared, no-dynamic, neither")
+    eq.add_argument("--planner", choices=["llm", "rule"], help="planner for --answer (default: answer.planner)")
     _common(eq)
+
+    co = sub.add_parser("consolidate", help="write shared-memory events for closed 10-minute windows")
+    co.add_argument("--from", dest="start", help="only windows ending after this time")
+    co.add_argument("--to", dest="end", help="only windows starting before this time")
+    co.add_argument("--until", help="windows ending at or before this time are closed (default: now)")
+    co.add_argument("--dry-run", action="store_true", help="print prompts and token counts; call no model")
+    co.add_argument("--force", action="store_true", help="rebuild windows even when their inputs did not change")
+    _common(co)
 
     st = sub.add_parser("status", help="what the memory holds")
     _common(st)
@@ -81,6 +104,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:  # `chorus ... | head`
+        sys.stderr.close()
+        return 0
 
 
 def emit(args: argparse.Namespace, data: dict, text: str) -> None:

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
+from daemon import wiring
 from daemon.settings import Settings, check_config, load_settings, redacted
 
 
@@ -21,7 +22,8 @@ class UserError(Exception):
 def dispatch(args: argparse.Namespace) -> int:
     handler = {
         "import": cmd_import, "retrieve": cmd_retrieve, "bench": cmd_bench,
-        "status": cmd_status, "index": cmd_index, "config": cmd_config,
+        "status": cmd_status, "index": cmd_index, "config": cmd_config, "consolidate": cmd_consolidate,
+        "ask": cmd_ask,
     }[args.command]
     return handler(args)
 
@@ -32,15 +34,22 @@ def settings_of(args) -> Settings:
 
 
 def clock_of(settings: Settings):
-    from memory.clock import HouseClock
-
-    return HouseClock.of(settings.house.day1, settings.house.timezone)
+    return wiring.clock_of(settings)
 
 
 def open_store(args, settings: Settings):
-    from memory.store import Store
+    return wiring.open_store(settings, args.db)
 
-    return Store(args.db or settings.store.path)
+
+def parse_time(clock, text: str | None, what: str) -> int | None:
+    from memory.errors import TimeFormatError
+
+    if text is None:
+        return None
+    try:
+        return clock.parse(text)
+    except TimeFormatError as e:
+        raise UserError(f"{what}: {e}") from None
 
 
 def progress(desc: str, **kw):
@@ -92,19 +101,22 @@ def cmd_import(args) -> int:
 def cmd_retrieve(args) -> int:
     from assistant.lexical import LexicalRetriever
     from assistant.query import Query
-    from memory.errors import TimeFormatError
 
     settings = settings_of(args)
     clock = clock_of(settings)
-    try:
-        as_of = clock.parse(args.as_of)
-    except TimeFormatError as e:
-        raise UserError(str(e)) from None
+    as_of = parse_time(clock, args.as_of, "--as-of")
     store = open_store(args, settings)
     budget = args.budget or settings.retrieval.budget
     q = Query(args.question, as_of, tuple(args.option), asker=args.asker or settings.retrieval.asker,
               agents=tuple(args.agent) if args.agent else None, budget=budget)
-    got = LexicalRetriever(store).retrieve(q)
+    if args.planner:
+        from assistant.answer import Answerer
+
+        llm = wiring.build_llm(settings) if args.planner == "llm" else None
+        gathered = Answerer(store, clock, settings.answer, llm, budget=budget, planner=args.planner).gather(q)
+        got = gathered
+    else:
+        got = LexicalRetriever(store).retrieve(q)
     units = [
         {"agent": u.agent, "start": clock.iso(u.start_ms), "end": clock.iso(u.end_ms),
          "start_ms": u.start_ms, "end_ms": u.end_ms, "text": u.text, "ids": list(u.obs_ids),
@@ -113,6 +125,9 @@ def cmd_retrieve(args) -> int:
     ]
     data = {"question": args.question, "as_of": clock.iso(as_of), "as_of_ms": as_of, "units": units,
             "timings_ms": {k: round(v, 2) for k, v in got.timings_ms.items()}}
+    if args.planner:
+        data["plan"] = {"planner": got.planner, "requests": [{"agent": r.agent, "query": r.query} for r in got.requests]}
+        data["events"] = [{"who": list(e.who), "what": e.what, "start": clock.iso(e.start_ms)} for e in got.events]
     lines = [f"{len(units)} unit(s) for {args.question!r} as of {clock.label(as_of)}:"]
     for u in got.units:
         lines.append(f"\n[{u.agent} {clock.label(u.start_ms)}  score {u.score:.2f}]\n{u.text}")
@@ -133,6 +148,8 @@ def cmd_bench(args) -> int:
         raise UserError(f"no such file: {', '.join(missing)}")
     items = load_items(args.files, clock)[: args.limit] if args.limit else load_items(args.files, clock)
     store = open_store(args, settings)
+    if args.answer:
+        return bench_answers(args, settings, clock, store, items)
     makers = {"default": LexicalRetriever, "egomas-reference": EgoMASReference}
     names = [n.strip() for n in args.retrievers.split(",") if n.strip()]
     unknown = [n for n in names if n not in makers]
@@ -189,3 +206,98 @@ def cmd_config(args) -> int:
         return 2
     out(args, redacted(settings), "configuration ok\n" + json.dumps(redacted(settings), indent=2))
     return 0
+
+
+def cmd_consolidate(args) -> int:
+    from assistant.consolidate import Consolidator, now_ms
+    from memory.events import EventStore
+    from memory.lexical import EVENTS, LexicalIndex
+
+    settings = settings_of(args)
+    clock = clock_of(settings)
+    start, end = parse_time(clock, args.start, "--from"), parse_time(clock, args.end, "--to")
+    until = parse_time(clock, args.until, "--until") or now_ms()
+    store = open_store(args, settings)
+    llm = None if args.dry_run else wiring.build_llm(settings)
+    cons = Consolidator(EventStore(store), llm, clock, settings.consolidation)
+
+    def show(r) -> None:
+        if args.dry_run and not args.json:
+            print(f"--- {clock.label(r.start_ms)}: {r.prompt_tokens} prompt tokens, {r.lines} lines")
+            print("\n\n".join(f"[{m['role']}]\n{m['content']}" for m in r.prompt or []))
+        elif r.status == "error":
+            print(f"error: {clock.label(r.start_ms)}: {r.error}", file=sys.stderr)
+
+    results = cons.run(until_ms=until, start_ms=start, end_ms=end, dry_run=args.dry_run, force=args.force,
+                       progress=progress("consolidate", unit="window"), on_window=show)
+    LexicalIndex(store, EVENTS).refresh()
+    written = [r for r in results if r.status == "written"]
+    data = {
+        "windows": len(results), "model": llm.name if llm else None,
+        "by_status": {s: sum(r.status == s for r in results) for s in sorted({r.status for r in results})},
+        "events": sum(len(r.events) for r in written),
+        "seconds": round(sum(r.seconds for r in written), 1),
+        "per_window": {
+            "seconds": round(sum(r.seconds for r in written) / len(written), 2) if written else None,
+            "prompt_tokens": round(sum(r.prompt_tokens for r in written) / len(written)) if written else None,
+            "completion_tokens": round(sum(r.completion_tokens for r in written) / len(written)) if written else None,
+        },
+    }
+    if args.dry_run:
+        data["prompt_tokens"] = [{"window": clock.label(r.start_ms), "tokens": r.prompt_tokens} for r in results]
+    if not args.dry_run or args.json:
+        out(args, data, (f"{len(results)} window(s): {data['by_status']}; {data['events']} events written "
+                         f"in {data['seconds']}s ({data['per_window']})"))
+    return 1 if any(r.status == "error" for r in results) and not written else 0
+
+
+CELLS = {"full": (True, True), "no-shared": (False, True), "no-dynamic": (True, False), "neither": (False, False)}
+
+
+def bench_answers(args, settings, clock, store, items) -> int:
+    from assistant import bench
+    from assistant.answer import Answerer
+
+    names = [c.strip() for c in args.cells.split(",") if c.strip()]
+    unknown = [c for c in names if c not in CELLS]
+    if unknown:
+        raise UserError(f"unknown cell(s) {unknown}; known: {', '.join(CELLS)}")
+    llm = wiring.build_llm(settings)
+    budget = args.budget or settings.retrieval.budget
+    cells = {
+        n: Answerer(store, clock, settings.answer, llm, shared=CELLS[n][0], dynamic=CELLS[n][1], budget=budget,
+                    planner=args.planner)
+        for n in names
+    }
+    report = bench.run_answers(items, cells, clock, asker="A1_JAKE", progress=progress("bench", unit="question"))
+    report["model"] = llm.name
+    report["events_in_memory"] = store.counts()["events"]
+    out(args, report, bench.answer_table(report))
+    return 0
+
+
+def cmd_ask(args) -> int:
+    from assistant.answer import Answerer, answer_json
+    from assistant.query import Query
+
+    settings = settings_of(args)
+    clock = clock_of(settings)
+    as_of = parse_time(clock, args.as_of, "--as-of")
+    if len(args.option) > 4:
+        raise UserError("at most four options (A-D)")
+    store = open_store(args, settings)
+    llm = wiring.build_llm(settings)
+    q = Query(args.question, as_of, tuple(args.option), asker=args.asker or settings.retrieval.asker,
+              agents=tuple(args.agent) if args.agent else None, budget=settings.retrieval.budget)
+    a = Answerer(store, clock, settings.answer, llm, budget=settings.retrieval.budget, planner=args.planner).answer(q)
+    data = answer_json(a, clock, as_of)
+    lines = [f"{a.answer or '(no answer)'}" + (f"   [error: {a.error}]" if a.error else "")]
+    lines.append("\nevidence" + ("" if a.cited else " (not cited by the model: best retrieved)") + ":")
+    for u in a.evidence:
+        first = u.text.split("\n")[0][:100]
+        lines.append(f"  {u.agent:10} {clock.label(u.start_ms)}  {first}")
+    t = data["timings_ms"]
+    lines.append(f"\n{data['plan']['planner']} plan {[(r['agent'], r['query']) for r in data['plan']['requests']]}; "
+                 f"timings ms {t}; tokens {data['tokens']}, context {data['context']}")
+    out(args, data, "\n".join(lines))
+    return 0 if a.status == "ok" else 1

@@ -26,6 +26,9 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
+from assistant.config import AnswerSettings, ConsolidationSettings
+from models.config import LlmSettings
+
 logger = logging.getLogger(__name__)
 
 ENV_PREFIX = "CHORUS__"
@@ -106,6 +109,11 @@ class Settings(BaseSettings):
     store: StoreSettings = Field(default_factory=StoreSettings, description="Memory store.")
     retrieval: RetrievalSettings = Field(default_factory=RetrievalSettings, description="Retrieval.")
     mqtt: MqttSettings = Field(default_factory=MqttSettings, description="MQTT broker link.")
+    llm: LlmSettings = Field(default_factory=LlmSettings, description="Local LLM.")
+    consolidation: ConsolidationSettings = Field(
+        default_factory=ConsolidationSettings, description="Shared-memory events."
+    )
+    answer: AnswerSettings = Field(default_factory=AnswerSettings, description="Question answering.")
 
     @classmethod
     def settings_customise_sources(

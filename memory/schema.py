@@ -92,7 +92,15 @@ def m0002_change_log(conn: sqlite3.Connection) -> None:
     conn.execute("CREATE INDEX segments_time ON segments (start_ms)")
 
 
+def m0003_consolidation(conn: sqlite3.Connection) -> None:
+    """The revision of a window's latest data and of its last consolidation: newer data = rebuild."""
+    conn.execute("ALTER TABLE windows ADD COLUMN rev INTEGER NOT NULL DEFAULT 1")
+    conn.execute("ALTER TABLE windows ADD COLUMN consolidated_rev INTEGER")
+    conn.execute("CREATE INDEX events_end ON events (end_ms)")
+
+
 MIGRATIONS = [
     ("0001_core", m0001_core),
     ("0002_change_log", m0002_change_log),
+    ("0003_consolidation", m0003_consolidation),
 ]

@@ -89,9 +89,9 @@ class Store:
                 for aid, start in sorted(touched):
                     self._build_segment(c, aid, start, rev)
                 c.executemany(
-                    """INSERT INTO windows (start_ms, end_ms, updated_ms) VALUES (?, ?, ?)
-                       ON CONFLICT (start_ms) DO UPDATE SET updated_ms = excluded.updated_ms""",
-                    [(w, w + WINDOW_MS, now) for w in sorted(windows)],
+                    """INSERT INTO windows (start_ms, end_ms, updated_ms, rev) VALUES (?, ?, ?, ?)
+                       ON CONFLICT (start_ms) DO UPDATE SET updated_ms = excluded.updated_ms, rev = excluded.rev""",
+                    [(w, w + WINDOW_MS, now, rev) for w in sorted(windows)],
                 )
         result.segments = len(touched)
         return result

@@ -45,3 +45,33 @@ def slice_db(tmp_path_factory, egolife, clock) -> Path:
                    progress=lambda fs: [f for f in fs if f.hour in (11, 12)])
     s.close()
     return path
+
+
+class FakeLLM:
+    """A scripted stand-in for control-flow tests: replies are dicts validated by the real schema."""
+
+    name = "fake-llm"
+
+    def __init__(self, replies):
+        self.replies = list(replies)
+        self.calls = []
+
+    def count(self, text: str) -> int:
+        return max(1, len(text) // 4)
+
+    def json(self, messages, schema, **kw):
+        from models.llm import Usage
+
+        self.calls.append((messages, schema, kw))
+        reply = self.replies.pop(0) if len(self.replies) > 1 else self.replies[0]
+        if isinstance(reply, Exception):
+            raise reply
+        return schema.model_validate(reply), Usage(100, 10, 0.01)
+
+
+@pytest.fixture(scope="session")
+def tiny_llm():
+    from models.bundled import tiny
+    from models.llm import LocalLLM
+
+    return LocalLLM(tiny(), n_ctx=4096, n_threads=2, time_limit_s=120)

@@ -1,0 +1,70 @@
+"""EgoMAS retrieval: shared-memory events by BM25, then each planned agent's own 30-second units.
+
+Per agent (the released `retrieve_for_person`): the best `retrieve_top_k` units of everyone are
+searched and those of the agent kept; when fewer than `agent_top_k` remain, the search widens to
+`fallback_top_k`; units scoring under `score_threshold` (on the Okapi scale) are dropped.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from assistant.config import AnswerSettings
+from assistant.lexical import LexicalRetriever
+from assistant.planner import Request
+from assistant.query import Query
+from memory.events import Event, EventStore
+from memory.lexical import EVENTS, SEGMENTS, LexicalIndex
+from memory.records import Unit
+from memory.store import Store
+from memory.tokenize import query_tokens
+
+# bm25s scores by Lucene's BM25, which is Okapi BM25 (rank_bm25, the released EgoMAS code) divided
+# by k1 + 1; the threshold is given on the Okapi scale of the paper
+OKAPI_SCALE = 1.5 + 1
+
+
+class MemorySearch:
+    """The indices of one store, refreshed before each question."""
+
+    def __init__(self, store: Store, settings: AnswerSettings):
+        self.store = store
+        self.settings = settings
+        self.segments = LexicalIndex(store, SEGMENTS)
+        self.event_index = LexicalIndex(store, EVENTS)
+        self.events = EventStore(store)
+        self.flat = LexicalRetriever(store, self.segments)
+
+    def refresh(self) -> None:
+        self.segments.refresh()
+        self.event_index.refresh()
+
+    def agents(self) -> list[str]:
+        return sorted(self.store.agents().values())
+
+    def shared(self, q: Query) -> list[Event]:
+        """The top-n events of windows that ended by `as_of`, best first."""
+        if self.settings.shared_top_n == 0:
+            return []
+        hits = self.event_index.search(self.flat.weights(q), k=self.settings.shared_top_n, as_of=q.as_of_ms)
+        by_id = {e.id: e for e in self.events.events([i for i, _ in hits])}
+        return [by_id[i] for i, _ in hits if i in by_id]
+
+    def for_agent(self, req: Request, q: Query) -> list[Unit]:
+        s = self.settings
+        agent_id = {v: k for k, v in self.store.agents().items()}.get(req.agent)
+        if agent_id is None:
+            return []
+        weights = dict.fromkeys(query_tokens(req.query), 1.0)
+        for t, w in self.flat.weights(replace(q, question="")).items():  # the options, weighted lower
+            weights[t] = weights.get(t, 0.0) + w
+        rows: list[tuple[int, float]] = []
+        for k in (s.retrieve_top_k, s.fallback_top_k):
+            hits = self.segments.search(weights, k=k, as_of=q.as_of_ms)
+            mine = {i for i, _ in self.segments.search(weights, k=k, as_of=q.as_of_ms, agents=[agent_id])}
+            rows = [(i, sc) for i, sc in hits if i in mine]
+            if len(rows) >= s.agent_top_k:
+                break
+        rows = [(i, sc) for i, sc in rows if sc * OKAPI_SCALE >= s.score_threshold][: s.agent_top_k]
+        units = self.store.units([i for i, _ in rows])
+        return [replace(units[i], score=round(sc, 4), extra={"query": req.query}) for i, sc in rows if i in units]

@@ -1,0 +1,90 @@
+"""Planners: which agents' memories to search, and for what (EgoMAS's agent-wise requests).
+
+The LLM planner writes requests under a schema whose `person` is one of the known agents. The
+rule planner (also the fallback when the LLM's plan is unusable) takes the names in the question,
+its options and the retrieved events, plus the asker when the question says "I", each with the
+question as sub-query; with no name at all it asks every agent.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections import Counter
+from dataclasses import dataclass
+
+from assistant.prompts import PLAN_SYSTEM, plan_schema
+from assistant.query import Query, person_name, speaks_of_self
+from memory.events import Event
+from models.errors import ModelError
+from models.llm import HIGH, LocalLLM, Usage
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Request:
+    agent: str
+    query: str
+
+
+def rule_plan(q: Query, events: list[Event], agents: list[str], max_requests: int) -> list[Request]:
+    by_name = {person_name(a).lower(): a for a in agents}
+    by_name.update({a.lower(): a for a in agents})
+    votes: Counter[str] = Counter()
+    text = " ".join((q.question, *q.options))
+    for word in re.findall(r"[A-Za-z0-9_]+", text):
+        if word.lower() in by_name:
+            votes[by_name[word.lower()]] += 3
+    for e in events:
+        for n in e.who:
+            if n.lower() in by_name:
+                votes[by_name[n.lower()]] += 1
+    if q.asker in agents and speaks_of_self(q.question):
+        votes[q.asker] += 3
+    chosen = [a for a, _ in votes.most_common(max_requests)] or agents[:max_requests]
+    if q.agents:
+        chosen = [a for a in chosen if a in q.agents] or list(q.agents)
+    return [Request(a, q.question) for a in chosen]
+
+
+def llm_plan(
+    llm: LocalLLM, q: Query, events_text: str, agents: list[str], max_requests: int
+) -> tuple[list[Request], Usage]:
+    names = tuple(sorted({person_name(a) for a in agents}))
+    agent_of = {person_name(a): a for a in agents}
+    asker = f"The asker is {person_name(q.asker)}: 'I', 'me', 'my' mean {person_name(q.asker)}.\n" if q.asker else ""
+    options = "".join(f"\n{chr(65 + i)}. {o}" for i, o in enumerate(q.options) if o)
+    messages = [
+        {"role": "system", "content": PLAN_SYSTEM.format(max=max_requests)},
+        {"role": "user", "content": (
+            f"People: {', '.join(names)}.\n{asker}Shared-memory events:\n{events_text or '(none found)'}\n\n"
+            f"Question: {q.question}{options}\n\nWhose memories should be searched, and for what?"
+        )},
+    ]
+    plan, usage = llm.json(messages, plan_schema(names, max_requests), max_tokens=60 * max_requests, priority=HIGH)
+    seen, out = set(), []
+    for r in plan.requests:
+        agent = agent_of.get(r.person)
+        key = (agent, r.query.strip().lower())
+        if agent and key not in seen and (not q.agents or agent in q.agents):
+            seen.add(key)
+            out.append(Request(agent, r.query.strip()))
+    return out, usage
+
+
+def plan(
+    kind: str, llm: LocalLLM | None, q: Query, events: list[Event], events_text: str, agents: list[str],
+    max_requests: int,
+) -> tuple[list[Request], str, Usage]:
+    """(requests, which planner made them, model usage)."""
+    usage = Usage()
+    if kind == "llm" and llm is not None:
+        try:
+            requests, usage = llm_plan(llm, q, events_text, agents, max_requests)
+            if requests:
+                return requests, "llm", usage
+            logger.info("LLM plan named no usable agent; using the rule planner")
+        except ModelError as e:
+            logger.warning("LLM planner failed (%s); using the rule planner", e)
+    return rule_plan(q, events, agents, max_requests), "rule", usage

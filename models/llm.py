@@ -1,0 +1,174 @@
+"""The local LLM (llama-cpp-python, GGUF) behind a small synchronous class.
+
+Every structured call is constrained by a grammar made from a pydantic model's JSON schema, so
+its reply always parses. One instance serves every caller: a priority gate lets a question
+(priority HIGH) go before background consolidation (LOW), and a LOW generation already running
+gives way at the next token when a HIGH caller waits (it raises `ModelPreempted`; the caller
+tries again later). A generation that runs past its time limit raises `ModelTimeout`.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TypeVar
+
+from pydantic import BaseModel, ValidationError
+
+from models.errors import ModelError, ModelTimeout
+
+logger = logging.getLogger(__name__)
+T = TypeVar("T", bound=BaseModel)
+HIGH, LOW = 0, 1
+
+
+class ModelPreempted(ModelError):
+    """A low-priority generation stopped so that a question could use the model."""
+
+
+@dataclass
+class Usage:
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    seconds: float = 0.0
+
+    def add(self, other: Usage) -> None:
+        self.prompt_tokens += other.prompt_tokens
+        self.completion_tokens += other.completion_tokens
+        self.seconds += other.seconds
+
+
+class PriorityGate:
+    """A lock that hands the model to waiting HIGH callers before LOW ones."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._busy = False
+        self.waiting = [0, 0]
+
+    def acquire(self, priority: int) -> None:
+        with self._cond:
+            self.waiting[priority] += 1
+            while self._busy or (priority == LOW and self.waiting[HIGH]):
+                self._cond.wait()
+            self.waiting[priority] -= 1
+            self._busy = True
+
+    def release(self) -> None:
+        with self._cond:
+            self._busy = False
+            self._cond.notify_all()
+
+
+class LocalLLM:
+    """One loaded GGUF model. Synchronous; async callers move calls off the event loop."""
+
+    def __init__(
+        self, path: str | Path, *, n_ctx: int = 8192, n_threads: int | None = None, n_gpu_layers: int = 0,
+        seed: int = 0, temperature: float = 0.0, time_limit_s: float = 180.0, chat_format: str | None = None,
+        repeat_penalty: float = 1.1,
+    ):
+        from llama_cpp import Llama  # heavy: only when a model is wanted
+
+        self.path = Path(path)
+        t0 = time.perf_counter()
+        try:
+            self.llama = Llama(
+                model_path=str(self.path), n_ctx=n_ctx, n_threads=n_threads or os.cpu_count(),
+                n_gpu_layers=n_gpu_layers, seed=seed, chat_format=chat_format, verbose=False,
+            )
+        except (ValueError, RuntimeError) as e:
+            raise ModelError(f"cannot load {self.path}: {e}") from None
+        self.name = self.llama.metadata.get("general.name") or self.path.stem
+        self.n_ctx = self.llama.n_ctx()
+        self.seed, self.temperature, self.time_limit_s = seed, temperature, time_limit_s
+        self.repeat_penalty = repeat_penalty
+        self.gate = PriorityGate()
+        self._grammars: dict[type, object] = {}
+        logger.info("loaded %s (%s) in %.1fs, n_ctx=%d", self.name, self.path.name, time.perf_counter() - t0, self.n_ctx)
+
+    # -- tokens -------------------------------------------------------------------------
+    def count(self, text: str) -> int:
+        return len(self.llama.tokenize(text.encode("utf-8"), add_bos=False, special=False)) if text else 0
+
+    def trim(self, text: str, max_tokens: int) -> str:
+        """The text cut to at most `max_tokens` tokens (whole characters kept)."""
+        toks = self.llama.tokenize(text.encode("utf-8"), add_bos=False, special=False)
+        if len(toks) <= max_tokens:
+            return text
+        return self.llama.detokenize(toks[:max_tokens]).decode("utf-8", errors="ignore")
+
+    def prompt_tokens(self, messages: list[dict]) -> int:
+        return sum(self.count(m["content"]) + 4 for m in messages) + 2
+
+    # -- generation ---------------------------------------------------------------------
+    def json(
+        self, messages: list[dict], schema: type[T], *, max_tokens: int = 512, priority: int = HIGH,
+        time_limit_s: float | None = None,
+    ) -> tuple[T, Usage]:
+        """A reply that fits `schema`, generated under its grammar."""
+        text, usage = self._generate(messages, self._grammar(schema), max_tokens, priority, time_limit_s)
+        try:
+            return schema.model_validate_json(text), usage
+        except ValidationError as e:  # only when max_tokens cut the JSON short
+            raise ModelError(f"reply does not fit {schema.__name__} ({len(text)} chars): {e.errors()[0]['msg']}") from None
+
+    def text(
+        self, messages: list[dict], *, max_tokens: int = 256, priority: int = HIGH, time_limit_s: float | None = None
+    ) -> tuple[str, Usage]:
+        return self._generate(messages, None, max_tokens, priority, time_limit_s)
+
+    def _grammar(self, schema: type[BaseModel]):
+        if schema not in self._grammars:
+            from llama_cpp import LlamaGrammar
+
+            self._grammars[schema] = LlamaGrammar.from_json_schema(
+                json.dumps(schema.model_json_schema()), verbose=False
+            )
+        return self._grammars[schema]
+
+    def _generate(self, messages, grammar, max_tokens, priority, time_limit_s) -> tuple[str, Usage]:
+        limit = time_limit_s or self.time_limit_s
+        room = self.n_ctx - self.prompt_tokens(messages)
+        if room < 16:
+            raise ModelError(f"prompt of ~{self.n_ctx - room} tokens leaves no room in n_ctx={self.n_ctx}")
+        self.gate.acquire(priority)
+        t0 = time.perf_counter()
+        parts: list[str] = []
+        n = 0
+        try:
+            stream = self.llama.create_chat_completion(
+                messages, grammar=grammar, max_tokens=min(max_tokens, room), temperature=self.temperature,
+                seed=self.seed, stream=True, repeat_penalty=self.repeat_penalty,
+            )
+            for chunk in stream:
+                delta = chunk["choices"][0]["delta"].get("content")
+                if delta:
+                    parts.append(delta)
+                    n += 1
+                if time.perf_counter() - t0 > limit:
+                    raise ModelTimeout(f"generation passed its limit of {limit:.0f}s after {n} tokens")
+                if priority == LOW and self.gate.waiting[HIGH]:
+                    raise ModelPreempted("a question is waiting for the model")
+        finally:
+            self.gate.release()
+        usage = Usage(self.prompt_tokens(messages), n, time.perf_counter() - t0)
+        return "".join(parts), usage
+
+
+_shared: dict[tuple, LocalLLM] = {}
+_shared_lock = threading.Lock()
+
+
+def shared_llm(path: str | Path, **kw) -> LocalLLM:
+    """One instance per (file, settings) in this process: a model loads once."""
+    key = (str(path), tuple(sorted(kw.items())))
+    with _shared_lock:
+        if key not in _shared:
+            _shared[key] = LocalLLM(path, **kw)
+        return _shared[key]

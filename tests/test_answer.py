@@ -1,0 +1,105 @@
+import json
+
+import pytest
+
+from assistant.agentwise import MemorySearch
+from assistant.answer import Answerer
+from assistant.config import AnswerSettings
+from assistant.planner import Request, plan, rule_plan
+from assistant.query import Query
+from daemon.cli import main
+from memory.events import Event, EventStore
+from memory.records import Observation
+from models.errors import ModelTimeout
+from tests.conftest import FakeLLM
+
+AGENTS = ["A1_JAKE", "A2_ALICE", "A3_TASHA", "A4_LUCIA"]
+T = 1_735_700_400_000
+
+
+def test_rule_plan_takes_names_from_question_options_events_and_asker():
+    q = Query("What did I give to Tasha?", T, ("a cup", "Lucia's phone"), asker="A1_JAKE")
+    events = [Event(("Alice", "Tasha"), "cooking"), Event(("Alice",), "washing")]
+    got = [r.agent for r in rule_plan(q, events, AGENTS, 6)]
+    assert got[0] == "A3_TASHA" and set(got[1:3]) == {"A1_JAKE", "A4_LUCIA"} and got[3] == "A2_ALICE"
+    assert set(got) == {"A1_JAKE", "A2_ALICE", "A3_TASHA", "A4_LUCIA"}
+    assert all(r.query == q.question for r in rule_plan(q, events, AGENTS, 6))
+    assert [r.agent for r in rule_plan(Query("what happened?", T), [], AGENTS, 2)] == AGENTS[:2]
+    assert [r.agent for r in rule_plan(Query("Tasha?", T, agents=("A2_ALICE",)), [], AGENTS, 6)] == ["A2_ALICE"]
+
+
+def test_llm_plan_maps_names_and_falls_back_to_rules_on_failure():
+    q = Query("Who cut the mango?", T, asker="A1_JAKE")
+    good = FakeLLM([{"requests": [{"person": "Alice", "query": "cut mango knife"},
+                                  {"person": "Alice", "query": "cut mango knife"}]}])
+    requests, kind, _ = plan("llm", good, q, [], "", AGENTS, 6)
+    assert kind == "llm" and requests == [Request("A2_ALICE", "cut mango knife")]
+    requests, kind, _ = plan("llm", FakeLLM([ModelTimeout("slow")]), q, [], "", AGENTS, 6)
+    assert kind == "rule" and {r.agent for r in requests} == set(AGENTS)
+
+
+@pytest.fixture
+def crowd(store):
+    """Alice mentions the drill once, in her own segment; everyone else talks drill all day."""
+    obs = []
+    for i in range(150):
+        obs.append(Observation("A1_JAKE", "caption", T + i * 30_000, T + i * 30_000 + 1000,
+                               f"drill drill drill noise {i}", lang="en"))
+    obs.append(Observation("A2_ALICE", "caption", T + 7_000, T + 8_000, "I put the drill in the red box", lang="en"))
+    obs.append(Observation("A3_TASHA", "caption", T + 9_000, T + 9_500, "the weather is nice", lang="en"))
+    store.add(obs)
+    return store
+
+
+def test_per_agent_retrieval_widens_then_applies_threshold(crowd):
+    s = AnswerSettings(retrieve_top_k=100, fallback_top_k=1000, agent_top_k=5, score_threshold=0.0)
+    search = MemorySearch(crowd, s)
+    search.refresh()
+    q = Query("drill", T + 10_000_000)
+    alice = search.for_agent(Request("A2_ALICE", "drill red box"), q)
+    assert [u.agent for u in alice] == ["A2_ALICE"]  # found only in the 1000-candidate pass
+    assert search.for_agent(Request("A3_TASHA", "drill"), q) == []
+    strict = MemorySearch(crowd, AnswerSettings(score_threshold=1000.0))
+    assert strict.for_agent(Request("A2_ALICE", "drill red box"), q) == []
+    narrow = MemorySearch(crowd, AnswerSettings(retrieve_top_k=100, fallback_top_k=100, score_threshold=0.0))
+    assert narrow.for_agent(Request("A2_ALICE", "drill"), q) == []  # Jake's 150 drills fill the top 100
+
+
+def test_answer_cites_units_and_respects_switches(crowd, clock):
+    EventStore(crowd).replace(T - T % 600_000, [Event(("Alice",), "Alice stored the drill", "garage")],
+                              model="m", prompt_version="v", input_hash="h", rev=0)
+    llm = FakeLLM([{"requests": [{"person": "Alice", "query": "drill red box"}]},
+                   {"evidence": [1, 7, 1], "choice": "B"}])
+    settings = AnswerSettings(score_threshold=0.0)
+    a = Answerer(crowd, clock, settings, llm).answer(
+        Query("Where is the drill?", T + 7_200_000, ("garden", "red box"), asker="A1_JAKE"))
+    assert a.status == "ok" and a.choice == "B" and a.answer == "B. red box"
+    assert a.cited and [u.agent for u in a.evidence] == ["A2_ALICE"]  # 7 is out of range, 1 once
+    assert a.gathered.events[0].what == "Alice stored the drill"
+    prompt = llm.calls[-1][0][1]["content"]
+    assert "Alice stored the drill" in prompt and "[1] Alice" in prompt and "red box" in prompt
+    flat = Answerer(crowd, clock, settings, FakeLLM([{"evidence": [], "choice": "A"}]), shared=False, dynamic=False)
+    b = flat.answer(Query("Where is the drill?", T + 7_200_000, ("garden", "red box")))
+    assert b.gathered.events == [] and b.gathered.planner == "none" and not b.cited and b.evidence
+
+
+def test_answer_reports_a_model_failure(crowd, clock):
+    a = Answerer(crowd, clock, AnswerSettings(planner="rule"), FakeLLM([ModelTimeout("too slow")])).answer(
+        Query("Where is the drill?", T + 7_200_000))
+    assert a.status == "error" and "too slow" in a.error and a.answer == ""
+
+
+@pytest.mark.slow
+def test_ask_end_to_end_through_tiny_model(slice_db, monkeypatch, capsys):
+    monkeypatch.setenv("CHORUS__HOUSE__TIMEZONE", "Asia/Shanghai")
+    monkeypatch.setenv("CHORUS__LLM__N_CTX", "4096")
+    monkeypatch.setenv("CHORUS__ANSWER__CONTEXT_TOKENS", "1500")
+    args = ["ask", "Who used the screwdriver first?", "--option", "Tasha", "--option", "Alice", "--option", "Shure",
+            "--option", "Lucia", "--as-of", "DAY1 11:21:02", "--planner", "rule", "--db", str(slice_db), "--json"]
+    assert main(args) == 0
+    got = json.loads(capsys.readouterr().out)
+    assert got["status"] == "ok" and got["choice"] in "ABCD" and got["answer"].startswith(got["choice"])
+    assert got["evidence"] and {"agent", "start", "end", "text", "kind"} <= set(got["evidence"][0])
+    assert all(e["end"] <= "2025-01-01T11:21:02+08:00" for e in got["evidence"])
+    assert set(got["timings_ms"]) == {"shared", "planning", "retrieval", "answering"}
+    assert got["tokens"]["prompt"] > 100 and got["tokens"]["completion"] > 0
