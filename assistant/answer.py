@@ -168,10 +168,10 @@ def _round_robin(lists: list[list[Unit]], budget: int) -> list[Unit]:
     return out
 
 
-def unit_json(u: Unit, clock: HouseClock) -> dict:
-    return {"agent": u.agent, "start": clock.iso(u.start_ms), "end": clock.iso(u.end_ms),
-            "start_ms": u.start_ms, "end_ms": u.end_ms, "text": u.text, "kind": "segment",
-            "ids": list(u.obs_ids)}
+def unit_json(u: Unit, clock: HouseClock, cited: bool | None = None) -> dict:
+    d = {"agent": u.agent, "start": clock.iso(u.start_ms), "end": clock.iso(u.end_ms),
+         "start_ms": u.start_ms, "end_ms": u.end_ms, "text": u.text, "kind": "segment", "ids": list(u.obs_ids)}
+    return d if cited is None else d | {"cited": cited}
 
 
 def answer_json(a: Answer, clock: HouseClock, as_of_ms: int) -> dict:
@@ -180,7 +180,9 @@ def answer_json(a: Answer, clock: HouseClock, as_of_ms: int) -> dict:
     return {
         "status": a.status, "question": a.question, "as_of": clock.iso(as_of_ms), "answer": a.answer,
         "choice": a.choice, "cited": a.cited, "error": a.error or None,
-        "evidence": [unit_json(u, clock) for u in a.evidence],
+        # what the model cited first, then the rest of what it was shown, so nothing is hidden
+        "evidence": [unit_json(u, clock, a.cited) for u in a.evidence]
+        + [unit_json(u, clock, False) for u in g.units if u not in a.evidence],
         "plan": {"planner": g.planner, "requests": [{"agent": r.agent, "query": r.query} for r in g.requests]},
         "events": [{"who": list(e.who), "what": e.what, "where": e.where, "how": e.how,
                     "start": clock.iso(e.start_ms), "end": clock.iso(e.end_ms)} for e in g.events],

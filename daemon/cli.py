@@ -57,6 +57,7 @@ def build_parser() -> argparse.ArgumentParser:
     eq = bsub.add_parser("egolifeqa", help="EgoLifeQA JSON files, asked as A1_JAKE at each query time")
     eq.add_argument("files", nargs="+", type=Path)
     eq.add_argument("--limit", type=int, help="only the first N questions")
+    eq.add_argument("--every", type=int, default=1, help="only every K-th question (a spread-out sample)")
     eq.add_argument("--retrievers", default="default,egomas-reference", help="comma-separated retrievers to compare")
     eq.add_argument("--budget", type=int, help="fine units per context (default: retrieval.budget)")
     eq.add_argument("--answer", action="store_true", help="answer with the LLM: accuracy and the EgoMAS ablation")
@@ -79,6 +80,24 @@ def build_parser() -> argparse.ArgumentParser:
     ix = sub.add_parser("index", help="refresh or rebuild the derived indices")
     ix.add_argument("--rebuild", action="store_true", help="rebuild segments and indices from the observations")
     _common(ix)
+
+    rn = sub.add_parser("run", help="the daemon: MQTT in, shared memory every 10 minutes, answers out")
+    _common(rn)
+
+    rp = sub.add_parser("replay", help="publish recordings as live agents over MQTT")
+    rsub = rp.add_subparsers(dest="format", required=True)
+    re_ = rsub.add_parser("egolife", help="an EgoLifeCap folder")
+    re_.add_argument("path", type=Path)
+    re_.add_argument("--days", help="comma-separated day numbers")
+    re_.add_argument("--agents", help="comma-separated agent names")
+    rj = rsub.add_parser("jsonl", help="generic JSON lines (see README)")
+    rj.add_argument("path", type=Path)
+    for p in (re_, rj):
+        p.add_argument("--speed", type=float, default=1.0, help="time compression: 60 = an hour a minute")
+        p.add_argument("--host", help="broker host (default: mqtt.host or localhost)")
+        p.add_argument("--port", type=int, help="broker port (default: mqtt.port)")
+        p.add_argument("--limit", type=int, help="stop after N captions")
+        _common(p)
 
     cf = sub.add_parser("config", help="configuration")
     csub = cf.add_subparsers(dest="action", required=True)

@@ -23,7 +23,7 @@ def dispatch(args: argparse.Namespace) -> int:
     handler = {
         "import": cmd_import, "retrieve": cmd_retrieve, "bench": cmd_bench,
         "status": cmd_status, "index": cmd_index, "config": cmd_config, "consolidate": cmd_consolidate,
-        "ask": cmd_ask,
+        "ask": cmd_ask, "run": cmd_run, "replay": cmd_replay,
     }[args.command]
     return handler(args)
 
@@ -146,7 +146,8 @@ def cmd_bench(args) -> int:
     missing = [str(f) for f in args.files if not f.exists()]
     if missing:
         raise UserError(f"no such file: {', '.join(missing)}")
-    items = load_items(args.files, clock)[: args.limit] if args.limit else load_items(args.files, clock)
+    items = load_items(args.files, clock)[:: max(1, args.every)]
+    items = items[: args.limit] if args.limit else items
     store = open_store(args, settings)
     if args.answer:
         return bench_answers(args, settings, clock, store, items)
@@ -301,3 +302,45 @@ def cmd_ask(args) -> int:
                  f"timings ms {t}; tokens {data['tokens']}, context {data['context']}")
     out(args, data, "\n".join(lines))
     return 0 if a.status == "ok" else 1
+
+
+def cmd_run(args) -> int:
+    from daemon import app
+
+    settings = settings_of(args)
+    return app.run(settings, args.db)
+
+
+def cmd_replay(args) -> int:
+    import asyncio
+
+    from streams import egolife
+    from streams.jsonl import read_jsonl
+    from streams.replay import in_time_order, replay
+    from streams.topics import Topics
+
+    settings = settings_of(args)
+    clock = clock_of(settings)
+    if not args.path.exists():
+        raise UserError(f"{args.path} does not exist")
+    if args.format == "egolife":
+        days = {int(d) for d in args.days.split(",")} if args.days else None
+        agents = set(args.agents.split(",")) if args.agents else None
+        files = egolife.discover(args.path, days, agents)
+        by_hour: dict = {}
+        for f in files:
+            by_hour.setdefault((f.day, f.hour), []).append(f)
+        hours = ([c for f in fs for c in egolife.read_hour(f, clock.at)] for _, fs in sorted(by_hour.items()))
+        captions = in_time_order(hours)
+    else:
+        captions = in_time_order([[c for _, c in read_jsonl(args.path, clock.parse) if not isinstance(c, Exception)]])
+    m = settings.mqtt
+    t0 = time.perf_counter()
+    sent = asyncio.run(replay(
+        captions, host=args.host or m.host or "localhost", port=args.port or m.port, topics=Topics(m.root),
+        speed=args.speed, username=m.username, password=m.password.get_secret_value() if m.password else None,
+        limit=args.limit, progress=lambda n: print(f"\r{n} captions sent", end="", file=sys.stderr),
+    ))
+    seconds = time.perf_counter() - t0
+    out(args, {"sent": sent, "seconds": round(seconds, 2)}, f"\nreplayed {sent} captions in {seconds:.1f}s")
+    return 0

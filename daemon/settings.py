@@ -92,6 +92,21 @@ class MqttSettings(BaseModel):
     root: str = Field("chorus/v1", description="Topic prefix under which all chorus topics live.")
 
 
+class DaemonSettings(BaseModel):
+    """The running daemon: timing of windows and jobs, queue bounds."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    consolidate_every_s: float = Field(600.0, gt=0, description="Consolidation job period (UTC-aligned).")
+    grace_s: float = Field(60.0, ge=0, description="Late data allowed before a window closes on the watermark.")
+    silence_s: float = Field(120.0, gt=0, description="Streams silent this long: windows close on the wall clock.")
+    stats_every_s: float = Field(60.0, gt=0, description="Period of the stats message.")
+    caption_queue: int = Field(20000, ge=10, description="Captions waiting to be stored before drops.")
+    query_queue: int = Field(100, ge=1, description="Questions waiting before drops.")
+    embedded_broker: bool = Field(True, description="With no mqtt.host and no broker on localhost:1883, start one.")
+    max_caption_bytes: int = Field(16384, ge=256, description="Larger caption payloads are rejected.")
+
+
 class Settings(BaseSettings):
     """All daemon settings; build with ``load_settings`` so the TOML file and checks apply."""
 
@@ -109,6 +124,7 @@ class Settings(BaseSettings):
     store: StoreSettings = Field(default_factory=StoreSettings, description="Memory store.")
     retrieval: RetrievalSettings = Field(default_factory=RetrievalSettings, description="Retrieval.")
     mqtt: MqttSettings = Field(default_factory=MqttSettings, description="MQTT broker link.")
+    daemon: DaemonSettings = Field(default_factory=DaemonSettings, description="The running daemon.")
     llm: LlmSettings = Field(default_factory=LlmSettings, description="Local LLM.")
     consolidation: ConsolidationSettings = Field(
         default_factory=ConsolidationSettings, description="Shared-memory events."

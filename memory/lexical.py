@@ -17,6 +17,7 @@ import logging
 import math
 import os
 import shutil
+import threading
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -230,14 +231,17 @@ class LexicalIndex:
         if not self.folder:
             return
         final = self.folder / str(shard.key)
-        tmp = self.folder / f".{shard.key}.tmp{os.getpid()}"
+        tmp = self.folder / f".{shard.key}.tmp{os.getpid()}-{threading.get_ident()}"
         shutil.rmtree(tmp, ignore_errors=True)
         tmp.mkdir(parents=True)
         shard.bm25.save(str(tmp / "bm25"), show_progress=False)
         np.savez(tmp / "meta.npz", ids=shard.ids, agents=shard.agents, starts=shard.starts, asof=shard.asof)
         (tmp / "info.json").write_text(json.dumps({"rev": shard.rev, "n": shard.n}))
         shutil.rmtree(final, ignore_errors=True)
-        os.rename(tmp, final)
+        try:
+            os.rename(tmp, final)
+        except OSError:  # another thread saved the same shard first: theirs is as good
+            shutil.rmtree(tmp, ignore_errors=True)
 
     def _drop_files(self, key: int) -> None:
         if self.folder:
@@ -247,7 +251,7 @@ class LexicalIndex:
         if not self.folder:
             return
         self.folder.mkdir(parents=True, exist_ok=True)
-        tmp = self.folder / f".manifest.tmp{os.getpid()}"
+        tmp = self.folder / f".manifest.tmp{os.getpid()}-{threading.get_ident()}"
         tmp.write_text(json.dumps({"format": FORMAT, "seen_rev": self.seen_rev, "shards": sorted(self.shards)}))
         os.replace(tmp, self.folder / "manifest.json")
 

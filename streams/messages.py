@@ -10,7 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from streams.errors import SchemaViolation
 
-AGENT_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+AGENT_NAME = re.compile(r"^(?!.*\.\.)[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 MAX_TEXT = 8192
 
 
@@ -67,7 +67,7 @@ class AgentCaption(BaseModel):
     @classmethod
     def _agent_name(cls, v: str) -> str:
         if not AGENT_NAME.match(v):
-            raise ValueError(f"agent name {v!r} must be 1-64 of A-Z a-z 0-9 _ . - (no / + # or spaces)")
+            raise ValueError(f"agent name {v!r} must be 1-64 of A-Z a-z 0-9 _ . - (no / + # .. or spaces)")
         return v
 
 
@@ -79,3 +79,32 @@ def _first_error(e: ValidationError) -> str:
 
 def dumps(obj: dict) -> bytes:
     return json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode()
+
+
+class QueryMessage(BaseModel):
+    """`query`: a question to the shared memory."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    id: str = Field(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9_.:-]+$")
+    question: str = Field(min_length=1, max_length=2000)
+    options: list[str] = Field(default_factory=list, max_length=4)
+    as_of: str | int | None = Field(default=None, description="time the answer is for (default: now)")
+    asker: str | None = Field(default=None, max_length=64)
+    agents: list[str] | None = Field(default=None, max_length=64)
+    reply_to: str | None = Field(default=None, max_length=256)
+    stream: bool = False
+
+    @classmethod
+    def from_bytes(cls, data: bytes | str, *, where: str | None = None) -> QueryMessage:
+        try:
+            return cls.model_validate_json(data)
+        except ValidationError as e:
+            raise SchemaViolation(_first_error(e), where=where) from None
+
+
+def error_payload(code: str, message: str, *, topic: str | None = None, agent: str | None = None,
+                  id: str | None = None) -> bytes:
+    """`errors`: what went wrong with which input."""
+    return dumps({k: v for k, v in
+                  {"code": code, "message": message, "topic": topic, "agent": agent, "id": id}.items() if v})

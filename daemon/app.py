@@ -1,0 +1,216 @@
+"""`chorus run`: the daemon. Named tasks in one TaskGroup; a dead worker ends the process non-zero
+so that systemd restarts it."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from functools import partial
+import logging
+import signal
+import time
+from pathlib import Path
+
+from daemon import wiring
+from daemon.broker import EmbeddedBroker, listening
+from daemon.ingestor import Ingestor
+from daemon.notify import notify, watchdog_period_s
+from daemon.questions import QuestionDesk
+from daemon.settings import Settings
+from streams.errors import StreamError
+from streams.link import Inbound, Link, LinkConfig
+from streams.messages import dumps, error_payload
+
+logger = logging.getLogger(__name__)
+VERSION = "0.1.0"
+
+
+class Daemon:
+    def __init__(self, settings: Settings, db: Path | None = None):
+        self.settings = settings
+        self.db = db or settings.store.path
+        self.clock = wiring.clock_of(settings)
+        self.started = time.time()
+        self.broker: EmbeddedBroker | None = None
+        self.counts = {"windows": 0, "events": 0, "errors_sent": 0}
+        self._consolidating = asyncio.Lock()
+        self._kick = asyncio.Event()
+
+    # -- start-up -------------------------------------------------------------------------
+    async def _broker_host(self) -> tuple[str, int]:
+        m = self.settings.mqtt
+        if m.host:
+            return m.host, m.port
+        if await asyncio.to_thread(listening, "127.0.0.1", m.port):
+            logger.info("using the MQTT broker listening on localhost:%d", m.port)
+            return "127.0.0.1", m.port
+        if not self.settings.daemon.embedded_broker:
+            return "127.0.0.1", m.port
+        self.broker = EmbeddedBroker("127.0.0.1", m.port)
+        await self.broker.start()
+        return "127.0.0.1", m.port
+
+    def report(self, code: str, message: str, **where) -> None:
+        logger.warning("%s: %s (%s)", code, message, {k: v for k, v in where.items() if v})
+        self.counts["errors_sent"] += 1
+        self.link.publish(self.link.topics.errors, error_payload(code, message, **where), qos=0)
+
+    def route(self, m: Inbound) -> None:
+        try:
+            kind, agent = self.link.topics.parse(m.topic)
+        except StreamError as e:
+            return self.report(e.code, str(e), topic=m.topic)
+        if kind == "caption":
+            self.ingestor.offer(agent, m.payload, m.topic)
+        elif kind == "query":
+            self.desk.offer(m)
+        elif kind in ("audio", "frame"):
+            self.report("unsupported", f"{kind} streams are not handled by this version yet", topic=m.topic,
+                        agent=agent)
+
+    async def run(self) -> int:
+        s = self.settings
+        notify("EXTEND_TIMEOUT_USEC=300000000")
+        notify("STATUS=loading models")
+        host, port = await self._broker_host()
+        llm = await asyncio.to_thread(wiring.build_llm, s)
+        from assistant.answer import Answerer
+        from assistant.consolidate import Consolidator
+        from memory.events import EventStore
+
+        # one connection per worker thread; SQLite (WAL) orders the writers
+        ingest_store = wiring.open_store(s, self.db)
+        self.consolidator = Consolidator(EventStore(wiring.open_store(s, self.db)), llm, self.clock, s.consolidation)
+        answerer = Answerer(wiring.open_store(s, self.db), self.clock, s.answer, llm, budget=s.retrieval.budget)
+        password = s.mqtt.password.get_secret_value() if s.mqtt.password else None
+        self.link = Link(LinkConfig(host=host, port=port, username=s.mqtt.username, password=password,
+                                    client_id=s.mqtt.client_id, root=s.mqtt.root), self.route)
+        self.ingestor = Ingestor(ingest_store, queue_size=s.daemon.caption_queue,
+                                 max_bytes=s.daemon.max_caption_bytes, grace_ms=int(s.daemon.grace_s * 1000),
+                                 silence_s=s.daemon.silence_s, report=self.report)
+        self.ingestor.on_batch = self._maybe_kick
+        self.desk = QuestionDesk(answerer, self.clock, self.link.topics, self.link.publish,
+                                 queue_size=s.daemon.query_queue, asker=s.retrieval.asker,
+                                 budget=s.retrieval.budget, report=self.report)
+        self._closed_until = 0
+        loop = asyncio.get_running_loop()
+        stop = asyncio.Event()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+        try:
+            async with asyncio.TaskGroup() as tg:
+                tg.create_task(self.link.run(), name="mqtt-link")
+                tg.create_task(self.ingestor.run(), name="ingest")
+                tg.create_task(self.desk.run(), name="questions")
+                tg.create_task(self._scheduler(), name="consolidation")
+                tg.create_task(self._stats(), name="stats")
+                tg.create_task(self._ready_and_watchdog(llm.name), name="watchdog")
+                await stop.wait()
+                raise _Stop
+        except* _Stop:
+            pass
+        finally:
+            notify("STOPPING=1")
+            await self.link.close()
+            if self.broker:
+                await self.broker.stop()
+        logger.info("stopped")
+        return 0
+
+    # -- background jobs ----------------------------------------------------------------
+    def _maybe_kick(self) -> None:
+        """New data closed a window on the watermark: consolidate now, not at the next tick."""
+        until = self.ingestor.closed_until(int(time.time() * 1000))
+        if until // 600_000 > self._closed_until // 600_000:
+            self._closed_until = until
+            self._kick.set()
+
+    async def _scheduler(self) -> None:
+        from apscheduler.schedulers.asyncio import AsyncIOScheduler
+        from apscheduler.triggers.cron import CronTrigger
+        from apscheduler.triggers.interval import IntervalTrigger
+
+        every = self.settings.daemon.consolidate_every_s
+        trigger = (CronTrigger(minute="*/10", timezone="UTC") if every == 600
+                   else IntervalTrigger(seconds=every, timezone="UTC"))
+        scheduler = AsyncIOScheduler(timezone="UTC")
+        scheduler.add_job(self._tick, trigger, id="consolidate", max_instances=1, coalesce=True,
+                          misfire_grace_time=None)
+        scheduler.start()
+        try:
+            await self.consolidate()  # once at start-up: catch up on what came while we were down
+            while True:
+                await self._kick.wait()
+                self._kick.clear()
+                await self.consolidate()
+        finally:
+            scheduler.shutdown(wait=False)
+
+    async def _tick(self) -> None:
+        """The scheduled job only wakes the consolidation loop: one pass at a time, missed ticks coalesce."""
+        self._kick.set()
+
+    async def consolidate(self) -> None:
+        if self._consolidating.locked():
+            self._kick.set()  # run again when the current pass ends
+            return
+        async with self._consolidating:
+            loop = asyncio.get_running_loop()
+            until = self.ingestor.closed_until(int(time.time() * 1000))
+
+            def publish_window(r) -> None:
+                if r.status != "written":
+                    return
+                for e in r.events:
+                    body = {"id": e.id, "who": list(e.who), "what": e.what, "where": e.where, "how": e.how,
+                            "start": self.clock.iso(e.start_ms), "end": self.clock.iso(e.end_ms), "model": e.model}
+                    loop.call_soon_threadsafe(partial(self.link.publish, self.link.topics.events, dumps(body), qos=1))
+                self.counts["windows"] += 1
+                self.counts["events"] += len(r.events)
+
+            results = await asyncio.to_thread(self.consolidator.run, until_ms=until, on_window=publish_window)
+            if any(r.status == "preempted" for r in results):
+                self._kick.set()
+
+    async def _stats(self) -> None:
+        while True:
+            await self.link.connected.wait()
+            info = {"version": VERSION, "db": str(self.db), "started": self.started, "pid": __import__("os").getpid(),
+                    "model": self.consolidator.llm.name if self.consolidator.llm else None,
+                    "house": {"day1": str(self.settings.house.day1), "timezone": self.settings.house.timezone}}
+            self.link.publish(self.link.topics.status_info, json.dumps(info).encode(), qos=1, retain=True)
+            lat = sorted(self.desk.latency_ms)
+            stats = {"captions": self.ingestor.counts, "questions": self.desk.counts, "consolidation": self.counts,
+                     "queues": {"captions": self.ingestor.queue.qsize(), "questions": self.desk.queue.qsize(),
+                                "outbox": self.link.outbox.qsize()},
+                     "link": {"connects": self.link.connects, "dropped": self.link.dropped},
+                     "answer_ms_p50": lat[len(lat) // 2] if lat else None,
+                     "watermarks": {a: self.clock.iso(w) for a, w in self.ingestor.watermarks.items()}}
+            self.link.publish(self.link.topics.stats, json.dumps(stats).encode(), qos=0)
+            await asyncio.sleep(self.settings.daemon.stats_every_s)
+
+    async def _ready_and_watchdog(self, model: str) -> None:
+        await self.link.connected.wait()
+        notify(f"READY=1\nSTATUS=serving; model {model}")
+        logger.info("ready: model %s, memory %s", model, self.db)
+        period = watchdog_period_s()
+        while period:
+            await asyncio.sleep(period)
+            healthy = self.link.connected.is_set() and await asyncio.to_thread(self._db_ok)
+            if healthy:  # no ping when the loop, the database or the link is sick: systemd restarts us
+                notify("WATCHDOG=1")
+
+    def _db_ok(self) -> bool:
+        try:
+            self.ingestor.store.db.execute("SELECT 1").fetchone()
+            return True
+        except Exception:
+            return False
+
+
+class _Stop(Exception):
+    pass
+
+
+def run(settings: Settings, db: Path | None = None) -> int:
+    return asyncio.run(Daemon(settings, db).run())

@@ -1,0 +1,117 @@
+"""Captions from the wire into the store, in batches, with a watermark per agent.
+
+The broker acknowledges a QoS 1 message when the client library receives it, before it is
+stored; ingestion is idempotent (agent + message id), so a resend after a crash is a no-op, and
+what a crash can lose is only what sat in this queue (at most one batch interval of messages
+acknowledged but not yet committed).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+
+from daemon.ingest import to_observation
+from memory.errors import RecordError
+from memory.store import Store
+from streams.errors import StreamError
+from streams.messages import AgentCaption, CaptionMessage
+
+logger = logging.getLogger(__name__)
+EPOCH_2000_MS = 946_684_800_000
+FUTURE_SLACK_MS = 86_400_000
+
+
+class Ingestor:
+    def __init__(self, store: Store, *, queue_size: int, max_bytes: int, grace_ms: int, silence_s: float,
+                 report: Callable[..., None]):
+        self.store = store
+        self.queue: asyncio.Queue[tuple[str, bytes, str]] = asyncio.Queue(maxsize=queue_size)
+        self.max_bytes, self.grace_ms, self.silence_s = max_bytes, grace_ms, silence_s
+        self.report = report  # report(code, message, topic=, agent=, id=)
+        self.watermarks: dict[str, int] = {}
+        self.last_data = 0.0
+        self.counts = {"stored": 0, "duplicates": 0, "rejected": 0, "dropped": 0}
+        self.on_batch: Callable[[], None] | None = None
+
+    def offer(self, agent: str, payload: bytes, topic: str) -> None:
+        """Called from the link's receive loop: never blocks; a full queue drops and says so."""
+        try:
+            self.queue.put_nowait((agent, payload, topic))
+        except asyncio.QueueFull:
+            self.counts["dropped"] += 1
+            if self.counts["dropped"] in (1, 10, 100) or self.counts["dropped"] % 1000 == 0:
+                self.report("queue_full", f"caption queue full: {self.counts['dropped']} dropped so far",
+                            topic=topic, agent=agent)
+
+    def parse(self, agent: str, payload: bytes, topic: str) -> AgentCaption | None:
+        if len(payload) > self.max_bytes:
+            self.report("too_large", f"caption of {len(payload)} bytes (limit {self.max_bytes})", topic=topic,
+                        agent=agent)
+            return None
+        try:
+            msg = CaptionMessage.from_bytes(payload, where=topic)
+            now = int(time.time() * 1000)
+            if not EPOCH_2000_MS <= msg.ts <= now + FUTURE_SLACK_MS:
+                self.report("bad_time", f"ts {msg.ts} is not a plausible epoch-ms time (2000 .. now + 1 day)",
+                            topic=topic, agent=agent, id=msg.id)
+                return None
+            return AgentCaption(agent=agent, msg=msg)
+        except StreamError as e:
+            self.report(getattr(e, "code", "bad_input"), str(e), topic=topic, agent=agent, id=_id_of(payload))
+        except (ValueError, UnicodeDecodeError) as e:
+            self.report("bad_input", str(e), topic=topic, agent=agent)
+        return None
+
+    async def run(self) -> None:
+        while True:
+            batch = [await self.queue.get()]
+            deadline = time.monotonic() + 0.2
+            while len(batch) < 1000 and time.monotonic() < deadline:
+                try:
+                    batch.append(self.queue.get_nowait())
+                except asyncio.QueueEmpty:
+                    await asyncio.sleep(0.01)
+            captions = [c for c in (self.parse(*item) for item in batch) if c]
+            if captions:
+                await asyncio.to_thread(self._store, captions)
+            self.counts["rejected"] = self.counts.get("rejected", 0)
+            if self.on_batch:
+                self.on_batch()
+
+    def _store(self, captions: list[AgentCaption]) -> None:
+        try:
+            r = self.store.add(to_observation(c) for c in captions)
+            self.counts["stored"] += r.inserted
+            self.counts["duplicates"] += r.duplicates
+        except RecordError:  # one bad record spoils its batch: store them one by one
+            for c in captions:
+                try:
+                    r = self.store.add([to_observation(c)])
+                    self.counts["stored"] += r.inserted
+                    self.counts["duplicates"] += r.duplicates
+                except RecordError as e:
+                    self.counts["rejected"] += 1
+                    self.report("bad_record", str(e), agent=c.agent, id=c.msg.id)
+        for c in captions:
+            self.watermarks[c.agent] = max(self.watermarks.get(c.agent, 0), c.msg.end)
+        self.last_data = time.monotonic()
+
+    def closed_until(self, now_ms: int) -> int:
+        """Event time up to which windows are closed: the newest data seen minus the grace while
+        streams run; the wall clock once they have been silent for `silence_s`."""
+        if not self.watermarks or time.monotonic() - self.last_data > self.silence_s:
+            return now_ms
+        return max(self.watermarks.values()) - self.grace_ms
+
+
+def _id_of(payload: bytes) -> str | None:
+    import json
+
+    try:
+        v = json.loads(payload)
+        return str(v.get("id"))[:128] if isinstance(v, dict) and v.get("id") is not None else None
+    except ValueError:
+        return None

@@ -1,0 +1,101 @@
+"""Questions over MQTT: validated, answered off the event loop, replied on `reply_to`,
+the MQTT v5 response topic or `answer/{id}`; the id always travels in the body too."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from collections.abc import Callable
+
+from assistant.answer import Answerer, answer_json
+from assistant.query import Query
+from memory.clock import HouseClock
+from memory.errors import TimeFormatError
+from streams.errors import StreamError
+from streams.link import Inbound
+from streams.messages import QueryMessage, dumps
+from streams.topics import Topics
+
+logger = logging.getLogger(__name__)
+ABSURD_AS_OF_MS = 30 * 366 * 86_400_000  # further from now than this is a typo, not a question
+
+
+class QuestionDesk:
+    def __init__(self, answerer: Answerer, clock: HouseClock, topics: Topics, publish: Callable[..., bool], *,
+                 queue_size: int, asker: str, budget: int, report: Callable[..., None]):
+        self.answerer, self.clock, self.topics, self.publish = answerer, clock, topics, publish
+        self.queue: asyncio.Queue[Inbound] = asyncio.Queue(maxsize=queue_size)
+        self.asker, self.budget, self.report = asker, budget, report
+        self.counts = {"questions": 0, "answered": 0, "failed": 0, "dropped": 0}
+        self.latency_ms: list[float] = []
+
+    def offer(self, m: Inbound) -> None:
+        try:
+            self.queue.put_nowait(m)
+        except asyncio.QueueFull:
+            self.counts["dropped"] += 1
+            self.report("queue_full", "too many questions waiting", topic=m.topic)
+
+    async def run(self) -> None:
+        while True:
+            m = await self.queue.get()
+            self.counts["questions"] += 1
+            await self.handle(m)
+
+    def reply_topic(self, q: QueryMessage | None, m: Inbound, qid: str | None) -> str:
+        if q and q.reply_to:
+            return q.reply_to
+        if m.response_topic:
+            return m.response_topic
+        return self.topics.answer(qid or "unknown")
+
+    def _send(self, topic: str, body: dict, m: Inbound) -> None:
+        self.publish(topic, dumps(body), qos=1, correlation=m.correlation)
+
+    def _fail(self, m: Inbound, q: QueryMessage | None, qid: str | None, code: str, message: str) -> None:
+        self.counts["failed"] += 1
+        self.report(code, message, topic=m.topic, id=qid)
+        self._send(self.reply_topic(q, m, qid), {"id": qid, "status": "error", "code": code, "error": message}, m)
+
+    async def handle(self, m: Inbound) -> None:
+        t0 = time.perf_counter()
+        qid = _id_of(m.payload)
+        try:
+            q = QueryMessage.from_bytes(m.payload, where=m.topic)
+        except StreamError as e:
+            return self._fail(m, None, qid, e.code, str(e))
+        now = int(time.time() * 1000)
+        try:
+            as_of = now if q.as_of in (None, "", "now") else self.clock.parse(q.as_of)
+        except TimeFormatError as e:
+            return self._fail(m, q, q.id, "bad_as_of", str(e))
+        if abs(as_of - now) > ABSURD_AS_OF_MS:
+            return self._fail(m, q, q.id, "bad_as_of", f"as_of {q.as_of!r} is more than 30 years from now")
+        query = Query(q.question, as_of, tuple(q.options), asker=q.asker or self.asker,
+                      agents=tuple(q.agents) if q.agents else None, budget=self.budget)
+        topic = self.reply_topic(q, m, q.id)
+        if q.stream:
+            self._send(topic, {"id": q.id, "status": "working", "stage": "retrieval"}, m)
+        try:
+            a = await asyncio.to_thread(self.answerer.answer, query)
+        except Exception as e:  # the daemon keeps serving; the asker learns why
+            logger.exception("question %s failed", q.id)
+            return self._fail(m, q, q.id, "internal", f"{type(e).__name__}: {e}")
+        body = answer_json(a, self.clock, as_of) | {"id": q.id}
+        body["timings_ms"]["total"] = round((time.perf_counter() - t0) * 1000, 1)
+        if q.stream:
+            for i, u in enumerate(body["evidence"]):
+                self._send(topic, {"id": q.id, "status": "partial", "evidence_index": i, "evidence": u}, m)
+        self._send(topic, body, m)
+        self.counts["answered" if a.status == "ok" else "failed"] += 1
+        self.latency_ms = (self.latency_ms + [body["timings_ms"]["total"]])[-200:]
+
+
+def _id_of(payload: bytes) -> str | None:
+    try:
+        v = json.loads(payload)
+        return str(v["id"])[:128] if isinstance(v, dict) and v.get("id") is not None else None
+    except (ValueError, TypeError):
+        return None

@@ -1,0 +1,175 @@
+"""The MQTT link: one aiomqtt client at a time, reconnecting with backoff and jitter.
+
+A fresh client every attempt; MQTT v5 first, 3.1.1 when the broker speaks only that. The
+session is persistent (stable client id, clean start off, a session expiry), so QoS 1 captions
+sent while Chorus was down arrive when it comes back. The last will says `offline` (retained);
+`online` is published on every connect. Incoming messages go to a callback that must not block
+(it puts them in bounded queues); outgoing ones wait in a bounded outbox while disconnected.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import ssl
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import aiomqtt
+from paho.mqtt.packettypes import PacketTypes
+from paho.mqtt.properties import Properties
+
+from streams.topics import Topics
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class LinkConfig:
+    host: str = "localhost"
+    port: int = 1883
+    username: str | None = None
+    password: str | None = None
+    client_id: str = "chorus"
+    root: str = "chorus/v1"
+    protocol: str = "auto"  # auto | 5 | 3.1.1
+    session_expiry_s: int = 7 * 86400
+    keepalive_s: int = 30
+    tls_ca: str | None = None
+    outbox: int = 2000
+
+
+@dataclass
+class Inbound:
+    topic: str
+    payload: bytes
+    qos: int
+    response_topic: str | None = None
+    correlation: bytes | None = None
+    user: dict[str, str] = field(default_factory=dict)
+
+
+class Link:
+    def __init__(self, cfg: LinkConfig, on_message: Callable[[Inbound], None]):
+        self.cfg = cfg
+        self.topics = Topics(cfg.root)
+        self.on_message = on_message
+        self.connected = asyncio.Event()
+        self.outbox: asyncio.Queue = asyncio.Queue(maxsize=cfg.outbox)
+        self.protocol = aiomqtt.ProtocolVersion.V311 if cfg.protocol == "3.1.1" else aiomqtt.ProtocolVersion.V5
+        self.dropped = 0
+        self.connects = 0
+        self.last_error: str | None = None
+        self._client: aiomqtt.Client | None = None
+        self._was_up = False
+
+    # -- publishing ---------------------------------------------------------------------
+    def publish(self, topic: str, payload: bytes | str, *, qos: int = 0, retain: bool = False,
+                correlation: bytes | None = None) -> bool:
+        """Queue a message; False (and counted) when the outbox is full."""
+        try:
+            self.outbox.put_nowait((topic, payload, qos, retain, correlation))
+            return True
+        except asyncio.QueueFull:
+            self.dropped += 1
+            return False
+
+    async def close(self) -> None:
+        """Say `offline` (a clean disconnect sends no will) and leave."""
+        if self._client is not None and self.connected.is_set():
+            try:
+                await asyncio.wait_for(
+                    self._client.publish(self.topics.status, b"offline", qos=1, retain=True), timeout=3
+                )
+            except (aiomqtt.MqttError, TimeoutError):
+                pass
+
+    # -- the connection loop ------------------------------------------------------------
+    async def run(self) -> None:
+        backoff = 1.0
+        while True:
+            err = await self._session()
+            self.last_error = str(err)
+            if self._maybe_downgrade(err):
+                continue
+            logger.warning("MQTT link to %s:%d down (%s); retrying in about %.0fs",
+                           self.cfg.host, self.cfg.port, err, backoff)
+            await asyncio.sleep(backoff * (0.5 + random.random()))  # jitter: no thundering herd
+            backoff = 1.0 if self._was_up else min(backoff * 2, 60.0)
+
+    async def _session(self) -> Exception:
+        """One connection, from connect to loss; returns why it ended."""
+        self._was_up = False
+        failure: list[Exception] = []
+        try:
+            async with self._client_for_attempt() as client:
+                self._client = client
+                await self._on_connect(client)
+                self._was_up = True
+                async with asyncio.TaskGroup() as tg:
+                    tg.create_task(self._send(client), name="mqtt-send")
+                    tg.create_task(self._receive(client), name="mqtt-receive")
+        except* aiomqtt.MqttError as group:
+            failure.extend(group.exceptions)
+        finally:
+            self.connected.clear()
+            self._client = None
+        return failure[0] if failure else aiomqtt.MqttError("connection ended")
+
+    def _client_for_attempt(self) -> aiomqtt.Client:
+        will = aiomqtt.Will(self.topics.status, b"offline", qos=1, retain=True)
+        kw: dict = dict(
+            hostname=self.cfg.host, port=self.cfg.port, identifier=self.cfg.client_id, will=will,
+            username=self.cfg.username, password=self.cfg.password, keepalive=self.cfg.keepalive_s,
+            protocol=self.protocol, timeout=10, max_queued_incoming_messages=10000,
+        )
+        if self.cfg.tls_ca:
+            kw["tls_context"] = ssl.create_default_context(cafile=self.cfg.tls_ca)
+        if self.protocol == aiomqtt.ProtocolVersion.V5:
+            props = Properties(PacketTypes.CONNECT)
+            props.SessionExpiryInterval = self.cfg.session_expiry_s
+            kw.update(clean_start=False, properties=props)
+        else:
+            kw.update(clean_session=False)
+        return aiomqtt.Client(**kw)
+
+    async def _on_connect(self, client: aiomqtt.Client) -> None:
+        for topic_filter, qos in self.topics.subscriptions():
+            await client.subscribe(topic_filter, qos=qos)
+        await client.publish(self.topics.status, b"online", qos=1, retain=True)
+        self.connects += 1
+        self.connected.set()
+        logger.info("MQTT connected to %s:%d as %s (MQTT %s)", self.cfg.host, self.cfg.port, self.cfg.client_id,
+                    "5" if self.protocol == aiomqtt.ProtocolVersion.V5 else "3.1.1")
+
+    def _maybe_downgrade(self, err: Exception) -> bool:
+        unsupported = "protocol version" in str(err).lower() or "unsupported protocol" in str(err).lower()
+        if self.cfg.protocol == "auto" and self.protocol == aiomqtt.ProtocolVersion.V5 and unsupported:
+            logger.info("broker does not speak MQTT 5; using 3.1.1")
+            self.protocol = aiomqtt.ProtocolVersion.V311
+            return True
+        return False
+
+    async def _send(self, client: aiomqtt.Client) -> None:
+        while True:
+            topic, payload, qos, retain, correlation = await self.outbox.get()
+            props = None
+            if correlation is not None and self.protocol == aiomqtt.ProtocolVersion.V5:
+                props = Properties(PacketTypes.PUBLISH)
+                props.CorrelationData = correlation
+            try:
+                await client.publish(topic, payload, qos=qos, retain=retain, properties=props)
+            except aiomqtt.MqttError:
+                self.outbox.put_nowait((topic, payload, qos, retain, correlation)) if not self.outbox.full() else None
+                raise
+
+    async def _receive(self, client: aiomqtt.Client) -> None:
+        async for m in client.messages:
+            props = m.properties
+            self.on_message(Inbound(
+                topic=str(m.topic), payload=bytes(m.payload or b""), qos=m.qos,
+                response_topic=getattr(props, "ResponseTopic", None) if props else None,
+                correlation=getattr(props, "CorrelationData", None) if props else None,
+                user=dict(getattr(props, "UserProperty", None) or []) if props else {},
+            ))

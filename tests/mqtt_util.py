@@ -1,0 +1,70 @@
+"""Helpers for tests against a real mosquitto and a real daemon process."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_port(port: int, timeout: float = 10) -> None:
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+                return
+        except OSError:
+            time.sleep(0.05)
+    raise TimeoutError(f"nothing listening on {port}")
+
+
+class Mosquitto:
+    def __init__(self, folder: Path, port: int | None = None):
+        exe = shutil.which("mosquitto") or "/usr/sbin/mosquitto"
+        if not os.path.exists(exe):
+            raise RuntimeError("mosquitto is not installed (apt-get install mosquitto; .ci/run does it)")
+        self.port = port or free_port()
+        self.folder = folder
+        conf = folder / "mosquitto.conf"
+        conf.write_text(
+            f"listener {self.port} 127.0.0.1\nallow_anonymous true\npersistence true\n"
+            f"persistence_location {folder}/\nmax_queued_messages 100000\n"
+        )
+        self.proc = subprocess.Popen([exe, "-c", str(conf)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        wait_port(self.port)
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        self.proc.wait(10)
+
+
+def daemon_env(port: int, **extra: str) -> dict:
+    env = dict(os.environ)
+    env = {k: v for k, v in env.items() if not k.startswith("CHORUS__")}
+    env.update({
+        "CHORUS__MQTT__HOST": "127.0.0.1", "CHORUS__MQTT__PORT": str(port),
+        "CHORUS__HOUSE__TIMEZONE": "Asia/Shanghai", "CHORUS__LLM__N_CTX": "4096",
+        "CHORUS__CONSOLIDATION__INPUT_TOKENS": "600", "CHORUS__CONSOLIDATION__OUTPUT_TOKENS": "200",
+        "CHORUS__CONSOLIDATION__MAX_EVENTS": "3", "CHORUS__ANSWER__CONTEXT_TOKENS": "1500",
+        "CHORUS__DAEMON__CONSOLIDATE_EVERY_S": "5", "CHORUS__DAEMON__SILENCE_S": "3", "CHORUS__DAEMON__GRACE_S": "0",
+        "CHORUS__DAEMON__STATS_EVERY_S": "2", "CHORUS_LOG_LEVEL": "INFO",
+    })
+    env.update(extra)
+    return env
+
+
+def start_daemon(db: Path, env: dict, log: Path) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "daemon.cli", "run", "--db", str(db)], env=env, cwd=ROOT,
+                            stdout=subprocess.DEVNULL, stderr=open(log, "ab"))

@@ -1,0 +1,93 @@
+import threading
+import time
+
+import pytest
+from pydantic import BaseModel, Field
+
+from models import bundled
+from models.errors import ModelError, ModelNotInstalled, ModelTimeout
+from models.llm import HIGH, LOW, ModelPreempted, PriorityGate
+
+
+def test_tiny_profile_resolves_to_the_packaged_gguf():
+    p = bundled.resolve("tiny")
+    assert p.suffix == ".gguf" and p.stat().st_size > 50_000_000
+    assert p.read_bytes()[:4] == b"GGUF"
+
+
+def test_any_gguf_by_path_and_a_clear_error_for_a_missing_one(tmp_path):
+    f = tmp_path / "m.gguf"
+    f.write_bytes(b"GGUF")
+    assert bundled.resolve(str(f)) == f
+    with pytest.raises(ModelError, match="no model file"):
+        bundled.resolve(str(tmp_path / "nope.gguf"))
+
+
+def test_small_profile_names_what_to_install_when_parts_are_missing(monkeypatch):
+    real = bundled.package_dir
+    monkeypatch.setattr(bundled, "package_dir", lambda n: None if n.endswith("part7") else real(n))
+    with pytest.raises(ModelNotInstalled, match="part 7"):
+        bundled.small_parts()
+
+
+def test_gate_serves_waiting_questions_before_background_work():
+    gate = PriorityGate()
+    order = []
+    gate.acquire(LOW)  # background work holds the model
+
+    def take(p, name):
+        gate.acquire(p)
+        order.append(name)
+        gate.release()
+
+    low = threading.Thread(target=take, args=(LOW, "consolidation"))
+    low.start()
+    time.sleep(0.05)
+    high = threading.Thread(target=take, args=(HIGH, "question"))
+    high.start()
+    time.sleep(0.05)
+    gate.release()
+    low.join(2)
+    high.join(2)
+    assert order == ["question", "consolidation"]
+
+
+class Story(BaseModel):
+    words: list[str] = Field(min_length=1, max_length=3)
+    mood: str
+
+
+@pytest.mark.slow
+def test_tiny_model_replies_under_a_schema(tiny_llm):
+    reply, usage = tiny_llm.json([{"role": "user", "content": "Give three words about a kitchen and a mood."}],
+                                 Story, max_tokens=120)
+    assert 1 <= len(reply.words) <= 3 and isinstance(reply.mood, str)
+    assert usage.prompt_tokens > 5 and usage.completion_tokens > 3
+    assert tiny_llm.count("hello world") >= 2 and tiny_llm.count("") == 0
+    assert tiny_llm.count(tiny_llm.trim("one two three four five six seven", 3)) <= 3
+
+
+@pytest.mark.slow
+def test_time_limit_stops_a_generation(tiny_llm):
+    with pytest.raises(ModelTimeout):
+        tiny_llm.text([{"role": "user", "content": "Write a very long story."}], max_tokens=2000, time_limit_s=0.3)
+
+
+@pytest.mark.slow
+def test_background_generation_gives_way_to_a_question(tiny_llm):
+    result = {}
+
+    def background():
+        try:
+            tiny_llm.text([{"role": "user", "content": "Write a very long story about a house."}],
+                          max_tokens=1500, priority=LOW)
+            result["low"] = "finished"
+        except ModelPreempted:
+            result["low"] = "preempted"
+
+    t = threading.Thread(target=background)
+    t.start()
+    time.sleep(1.0)
+    text, _ = tiny_llm.text([{"role": "user", "content": "Say hi."}], max_tokens=8, priority=HIGH)
+    t.join(60)
+    assert result["low"] == "preempted" and text
