@@ -65,6 +65,7 @@ class MemorySearch:
             rows = [(i, sc) for i, sc in hits if i in mine]
             if len(rows) >= s.agent_top_k:
                 break
-        rows = [(i, sc) for i, sc in rows if sc * OKAPI_SCALE >= s.score_threshold][: s.agent_top_k]
+        passed = [(i, sc) for i, sc in rows if sc * OKAPI_SCALE >= s.score_threshold][: s.agent_top_k]
+        rows = passed or (rows[:1] if s.keep_best else [])  # a small memory scores low everywhere
         units = self.store.units([i for i, _ in rows])
         return [replace(units[i], score=round(sc, 4), extra={"query": req.query}) for i, sc in rows if i in units]

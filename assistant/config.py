@@ -25,6 +25,9 @@ class AnswerSettings(BaseModel):
     shared_top_n: int = Field(20, ge=0, le=200, description="Events retrieved from shared memory (BM25).")
     agent_top_k: int = Field(5, ge=1, le=50, description="Fine units kept per planned agent request.")
     score_threshold: float = Field(10.0, ge=0, description="Per-agent BM25 score below which a unit is dropped.")
+    keep_best: bool = Field(
+        True, description="Keep an agent's best unit even under the threshold (false: EgoMAS exactly)."
+    )
     retrieve_top_k: int = Field(100, ge=1, description="Candidates searched before filtering to one agent.")
     fallback_top_k: int = Field(1000, ge=1, description="Candidates searched when the first pass finds too few.")
     planner: Literal["llm", "rule"] = Field("llm", description="Who picks agents and sub-queries.")

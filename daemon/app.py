@@ -111,6 +111,7 @@ class Daemon:
             pass
         finally:
             notify("STOPPING=1")
+            llm.closing.set()  # a generation in a worker thread ends at its next token
             await self.link.close()
             if self.broker:
                 await self.broker.stop()

@@ -89,6 +89,7 @@ class LocalLLM:
         self.seed, self.temperature, self.time_limit_s = seed, temperature, time_limit_s
         self.repeat_penalty = repeat_penalty
         self.gate = PriorityGate()
+        self.closing = threading.Event()
         self._grammars: dict[type, object] = {}
         logger.info("loaded %s (%s) in %.1fs, n_ctx=%d", self.name, self.path.name, time.perf_counter() - t0, self.n_ctx)
 
@@ -155,6 +156,8 @@ class LocalLLM:
                     raise ModelTimeout(f"generation passed its limit of {limit:.0f}s after {n} tokens")
                 if priority == LOW and self.gate.waiting[HIGH]:
                     raise ModelPreempted("a question is waiting for the model")
+                if self.closing.is_set():
+                    raise ModelPreempted("the process is stopping")
         finally:
             self.gate.release()
         usage = Usage(self.prompt_tokens(messages), n, time.perf_counter() - t0)

@@ -59,9 +59,12 @@ def test_per_agent_retrieval_widens_then_applies_threshold(crowd):
     alice = search.for_agent(Request("A2_ALICE", "drill red box"), q)
     assert [u.agent for u in alice] == ["A2_ALICE"]  # found only in the 1000-candidate pass
     assert search.for_agent(Request("A3_TASHA", "drill"), q) == []
-    strict = MemorySearch(crowd, AnswerSettings(score_threshold=1000.0))
+    strict = MemorySearch(crowd, AnswerSettings(score_threshold=1000.0, keep_best=False))
     assert strict.for_agent(Request("A2_ALICE", "drill red box"), q) == []
-    narrow = MemorySearch(crowd, AnswerSettings(retrieve_top_k=100, fallback_top_k=100, score_threshold=0.0))
+    lenient = MemorySearch(crowd, AnswerSettings(score_threshold=1000.0, keep_best=True))
+    assert len(lenient.for_agent(Request("A2_ALICE", "drill red box"), q)) == 1
+    narrow = MemorySearch(crowd, AnswerSettings(retrieve_top_k=100, fallback_top_k=100, score_threshold=0.0,
+                                                keep_best=False))
     assert narrow.for_agent(Request("A2_ALICE", "drill"), q) == []  # Jake's 150 drills fill the top 100
 
 
