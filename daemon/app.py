@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import asyncio
 import json
-from functools import partial
 import logging
 import signal
 import time
+from functools import partial
 from pathlib import Path
 
 from daemon import wiring
