@@ -84,7 +84,8 @@ class Daemon:
         answerer = Answerer(wiring.open_store(s, self.db), self.clock, s.answer, llm, budget=s.retrieval.budget)
         password = s.mqtt.password.get_secret_value() if s.mqtt.password else None
         self.link = Link(LinkConfig(host=host, port=port, username=s.mqtt.username, password=password,
-                                    client_id=s.mqtt.client_id, root=s.mqtt.root), self.route)
+                                    client_id=s.mqtt.client_id, root=s.mqtt.root,
+                                    protocol="3.1.1" if self.broker else "auto"), self.route)
         self.ingestor = Ingestor(ingest_store, queue_size=s.daemon.caption_queue,
                                  max_bytes=s.daemon.max_caption_bytes, grace_ms=int(s.daemon.grace_s * 1000),
                                  silence_s=s.daemon.silence_s, report=self.report)

@@ -99,6 +99,11 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--limit", type=int, help="stop after N captions")
         _common(p)
 
+    ch = sub.add_parser("chat", help="ask questions interactively (of the running daemon, else in process)")
+    ch.add_argument("--asker", help="who asks: 'I' in the questions means this agent")
+    ch.add_argument("--local", action="store_true", help="answer in process even when a daemon runs")
+    _common(ch)
+
     cf = sub.add_parser("config", help="configuration")
     csub = cf.add_subparsers(dest="action", required=True)
     ck = csub.add_parser("check", help="validate the configuration and exit non-zero on errors")

@@ -23,7 +23,7 @@ def dispatch(args: argparse.Namespace) -> int:
     handler = {
         "import": cmd_import, "retrieve": cmd_retrieve, "bench": cmd_bench,
         "status": cmd_status, "index": cmd_index, "config": cmd_config, "consolidate": cmd_consolidate,
-        "ask": cmd_ask, "run": cmd_run, "replay": cmd_replay,
+        "ask": cmd_ask, "run": cmd_run, "replay": cmd_replay, "chat": cmd_chat,
     }[args.command]
     return handler(args)
 
@@ -344,3 +344,38 @@ def cmd_replay(args) -> int:
     seconds = time.perf_counter() - t0
     out(args, {"sent": sent, "seconds": round(seconds, 2)}, f"\nreplayed {sent} captions in {seconds:.1f}s")
     return 0
+
+
+def cmd_chat(args) -> int:
+    import asyncio
+    from datetime import datetime
+
+    from daemon import chat
+
+    settings = settings_of(args)
+    clock = clock_of(settings)
+    m = settings.mqtt
+    host = m.host or "127.0.0.1"
+    asker = args.asker or settings.retrieval.asker
+
+    def label(iso: str) -> str:
+        return clock.label(int(datetime.fromisoformat(iso).timestamp() * 1000))
+
+    if not args.local and asyncio.run(chat.daemon_online(host, m.port, m.root)):
+        def ask(question, options):
+            return asyncio.run(chat.ask_over_mqtt(host, m.port, m.root, question, options, asker))
+
+        return chat.repl(ask, label, f"daemon at {host}:{m.port}")
+    from assistant.answer import Answerer, answer_json
+    from assistant.query import Query
+
+    store = open_store(args, settings)
+    llm = wiring.build_llm(settings)
+    answerer = Answerer(store, clock, settings.answer, llm, budget=settings.retrieval.budget)
+
+    def ask_local(question, options):
+        now = int(time.time() * 1000)
+        a = answerer.answer(Query(question, now, tuple(options), asker=asker, budget=settings.retrieval.budget))
+        return answer_json(a, clock, now)
+
+    return chat.repl(ask_local, label, f"in process, {store.path}")

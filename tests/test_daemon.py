@@ -178,3 +178,34 @@ def test_captions_sent_while_down_arrive_once_after_restart(broker, tmp_path):
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.wait(30)
+
+
+def test_embedded_broker_when_none_is_configured_and_chat_gets_answers(tmp_path, slice_db):
+    import shutil
+
+    from tests.mqtt_util import free_port, wait_port
+
+    db = tmp_path / "emb.sqlite"
+    shutil.copy(slice_db, db)
+    port = free_port()
+    env = daemon_env(port)
+    del env["CHORUS__MQTT__HOST"]  # nothing configured, nothing listening on that port
+    proc = start_daemon(db, env, tmp_path / "daemon.log")
+    try:
+        wait_port(port, 60)
+        deadline = time.time() + 120
+        while "ready" not in (tmp_path / "daemon.log").read_text() and time.time() < deadline:
+            time.sleep(0.5)
+        assert "embedded broker" in (tmp_path / "daemon.log").read_text()
+        chat = subprocess.run(
+            [sys.executable, "-m", "daemon.cli", "chat"], cwd=ROOT, env=env, capture_output=True, text=True,
+            input="Who used the screwdriver first? | Tasha | Alice | Shure | Lucia\n", timeout=300,
+        )
+        assert chat.returncode == 0, chat.stderr
+        assert "daemon at 127.0.0.1" in chat.stderr
+        first = chat.stdout.strip().splitlines()[0].removeprefix("? ")
+        assert first[:2] in ("A.", "B.", "C.", "D."), chat.stdout
+        assert "DAY1 11:" in chat.stdout  # evidence with agent and local time
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(30) == 0
