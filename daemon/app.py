@@ -107,6 +107,7 @@ class Daemon:
                 tg.create_task(self._stats(), name="stats")
                 tg.create_task(self._ready_and_watchdog(llm.name), name="watchdog")
                 await stop.wait()
+                loop.call_later(5, _dump_tasks)
                 raise _Stop
         except* _Stop:
             pass
@@ -208,6 +209,15 @@ class Daemon:
             return True
         except Exception:
             return False
+
+
+def _dump_tasks() -> None:
+    import io
+
+    for t in asyncio.all_tasks():
+        buf = io.StringIO()
+        t.print_stack(file=buf)
+        logger.error("still running: %s %s\n%s", t.get_name(), t.cancelling(), buf.getvalue())
 
 
 class _Stop(Exception):

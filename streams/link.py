@@ -90,6 +90,9 @@ class Link:
         backoff = 1.0
         while True:
             err = await self._session()
+            task = asyncio.current_task()
+            if task is not None and task.cancelling():  # the client turned our cancellation into an error
+                raise asyncio.CancelledError
             self.last_error = str(err)
             if self._maybe_downgrade(err):
                 continue
@@ -161,8 +164,11 @@ class Link:
             try:
                 await client.publish(topic, payload, qos=qos, retain=retain, properties=props)
             except aiomqtt.MqttError:
-                self.outbox.put_nowait((topic, payload, qos, retain, correlation)) if not self.outbox.full() else None
+                if not self.outbox.full():  # not lost: it goes out after the reconnect
+                    self.outbox.put_nowait((topic, payload, qos, retain, correlation))
                 raise
+            if asyncio.current_task().cancelling():  # aiomqtt can swallow a cancel during publish
+                raise asyncio.CancelledError
 
     async def _receive(self, client: aiomqtt.Client) -> None:
         async for m in client.messages:
