@@ -30,7 +30,7 @@ from memory.clock import HouseClock
 from memory.events import Event, EventStore, WindowObservation
 from memory.tokenize import tokenize
 from models.errors import ModelError
-from models.llm import LOW, LocalLLM, ModelPreempted
+from models.llm import LOW, LocalLLM, ModelCutShort, ModelPreempted
 
 logger = logging.getLogger(__name__)
 _NORM = re.compile(r"[\W_]+", re.U)
@@ -153,10 +153,15 @@ class Consolidator:
         if dry_run or self.llm is None:
             return WindowResult(start, "dry-run", prompt_tokens=prompt_tokens, lines=len(lines), prompt=messages)
         try:
-            reply, usage = self.llm.json(
-                messages, events_schema(tuple(names), self.settings.max_events),
-                max_tokens=self.settings.output_tokens, priority=LOW,
-            )
+            try:
+                reply, usage = self.llm.json(
+                    messages, events_schema(tuple(names), self.settings.max_events),
+                    max_tokens=self.settings.output_tokens, priority=LOW,
+                )
+            except ModelCutShort:  # it rambled past the token limit: ask again for fewer events
+                reply, usage = self.llm.json(
+                    messages, events_schema(tuple(names), 2), max_tokens=self.settings.output_tokens, priority=LOW,
+                )
         except ModelPreempted:
             return WindowResult(start, "preempted", lines=len(lines))
         except ModelError as e:

@@ -42,9 +42,9 @@ def events_schema(names: tuple[str, ...], max_events: int) -> type[BaseModel]:
     event = create_model(
         "SharedEvent",
         who=(list[who_item], Field(min_length=1, max_length=8)),
-        what=(str, Field(min_length=3, max_length=200)),
-        where=(str, Field(max_length=60)),
-        how=(str, Field(max_length=200)),
+        what=(str, Field(min_length=3, max_length=160)),
+        where=(str, Field(max_length=40)),
+        how=(str, Field(max_length=120)),
     )
     return create_model("WindowEvents", events=(list[event], Field(min_length=1, max_length=max_events)))
 

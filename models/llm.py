@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import threading
 import time
 from dataclasses import dataclass
@@ -24,11 +25,16 @@ from models.errors import ModelError, ModelTimeout
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T", bound=BaseModel)
+_CONTROL = re.compile(r"[\x00-\x1f]")
 HIGH, LOW = 0, 1
 
 
 class ModelPreempted(ModelError):
     """A low-priority generation stopped so that a question could use the model."""
+
+
+class ModelCutShort(ModelError):
+    """The reply reached `max_tokens` before its JSON was complete."""
 
 
 @dataclass
@@ -114,10 +120,13 @@ class LocalLLM:
     ) -> tuple[T, Usage]:
         """A reply that fits `schema`, generated under its grammar."""
         text, usage = self._generate(messages, self._grammar(schema), max_tokens, priority, time_limit_s)
+        text = _CONTROL.sub(" ", text)  # the grammar lets raw control characters into strings
         try:
             return schema.model_validate_json(text), usage
         except ValidationError as e:  # only when max_tokens cut the JSON short
-            raise ModelError(f"reply does not fit {schema.__name__} ({len(text)} chars): {e.errors()[0]['msg']}") from None
+            raise ModelCutShort(
+                f"reply does not fit {schema.__name__} ({len(text)} chars): {e.errors()[0]['msg']}"
+            ) from None
 
     def text(
         self, messages: list[dict], *, max_tokens: int = 256, priority: int = HIGH, time_limit_s: float | None = None
