@@ -79,6 +79,8 @@ def plan(
 ) -> tuple[list[Request], str, Usage]:
     """(requests, which planner made them, model usage)."""
     usage = Usage()
+    if not agents:  # an empty memory: nobody to ask
+        return [], "none", usage
     if kind == "llm" and llm is not None:
         try:
             requests, usage = llm_plan(llm, q, events_text, agents, max_requests)

@@ -116,3 +116,30 @@ def repl(ask: Callable[[str, list[str]], dict], label: Callable[[str], str], whe
             except OSError:
                 pass
     return 0
+
+
+async def daemon_status(host: str, port: int, root: str, wait_s: float = 1.5) -> dict | None:
+    """The daemon's retained `status` and `status/info`, or None when no broker answers."""
+    import aiomqtt
+
+    found: dict = {}
+    try:
+        async with aiomqtt.Client(host, port, protocol=aiomqtt.ProtocolVersion.V311, timeout=2) as c:
+            await c.subscribe(f"{root}/status", qos=1)
+            await c.subscribe(f"{root}/status/info", qos=1)
+
+            async def read():
+                async for m in c.messages:
+                    key = "info" if str(m.topic).endswith("/info") else "status"
+                    raw = bytes(m.payload).decode(errors="replace")
+                    found[key] = json.loads(raw) if key == "info" else raw
+                    if len(found) == 2:
+                        return
+
+            try:
+                await asyncio.wait_for(read(), wait_s)
+            except TimeoutError:
+                pass
+    except (aiomqtt.MqttError, OSError):
+        return None
+    return found

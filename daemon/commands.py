@@ -174,10 +174,22 @@ def cmd_status(args) -> int:
     store = open_store(args, settings)
     counts = store.counts()
     first, last = store.span()
-    data = {"db": store.path, "counts": counts, "agents": list(store.agents().values()),
-            "first": clock.iso(first) if first else None, "last": clock.iso(last) if last else None}
+    import asyncio
+
+    from daemon.chat import daemon_status
+
+    m = settings.mqtt
+    daemon = asyncio.run(daemon_status(m.host or "127.0.0.1", m.port, m.root))
+    pending = store.db.execute(
+        "SELECT COUNT(*) FROM windows WHERE consolidated_rev IS NULL OR rev > consolidated_rev").fetchone()[0]
+    data = {"db": store.path, "counts": counts, "windows_pending": pending,
+            "agents": list(store.agents().values()),
+            "first": clock.iso(first) if first else None, "last": clock.iso(last) if last else None,
+            "daemon": daemon}
     span = f"{clock.label(first)} .. {clock.label(last)}" if first else "empty"
-    out(args, data, f"{store.path}: {counts} ({span})")
+    who = (f"daemon {daemon.get('status', 'unknown')} at {m.host or '127.0.0.1'}:{m.port}" if daemon is not None
+           else "no broker reachable")
+    out(args, data, f"{store.path}: {counts}, {pending} window(s) pending ({span}); {who}")
     return 0
 
 

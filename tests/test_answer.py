@@ -106,3 +106,10 @@ def test_ask_end_to_end_through_tiny_model(slice_db, monkeypatch, capsys):
     assert all(e["end"] <= "2025-01-01T11:21:02+08:00" for e in got["evidence"])
     assert set(got["timings_ms"]) == {"shared", "planning", "retrieval", "answering"}
     assert got["tokens"]["prompt"] > 100 and got["tokens"]["completion"] > 0
+
+
+def test_empty_memory_still_answers(store, clock):
+    llm = FakeLLM([{"evidence": [], "answer": "I have no memory of that yet."}])
+    a = Answerer(store, clock, AnswerSettings(), llm).answer(Query("Where is the charger?", T))
+    assert a.status == "ok" and a.gathered.requests == [] and a.gathered.units == []
+    assert a.answer == "I have no memory of that yet." and a.choice is None

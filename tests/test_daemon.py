@@ -209,3 +209,35 @@ def test_embedded_broker_when_none_is_configured_and_chat_gets_answers(tmp_path,
     finally:
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(30) == 0
+
+
+def test_mqtt5_response_topic_correlation_and_streamed_chunks(broker, tmp_path):
+    from paho.mqtt.packettypes import PacketTypes
+    from paho.mqtt.properties import Properties
+
+    proc = start_daemon(tmp_path / "v5.sqlite", daemon_env(broker.port), tmp_path / "daemon.log")
+    try:
+        asyncio.run(collect(broker.port, [f"{R}/status"], lambda g: any(v == "online" for _, v in g), 120))
+
+        async def scenario():
+            async with aiomqtt.Client("127.0.0.1", broker.port, protocol=aiomqtt.ProtocolVersion.V5) as c:
+                await c.subscribe("test/v5/#", qos=1)
+                props = Properties(PacketTypes.PUBLISH)
+                props.ResponseTopic = "test/v5/replies"
+                props.CorrelationData = b"corr-42"
+                body = {"id": "v5-1", "question": "Where is the charger?", "as_of": "DAY1 12:00", "stream": True}
+                await c.publish(f"{R}/query", json.dumps(body), qos=1, properties=props)
+                got = []
+                async for m in c.messages:
+                    got.append((str(m.topic), json.loads(bytes(m.payload)), m.properties.CorrelationData))
+                    if got[-1][1].get("status") in ("ok", "error"):
+                        return got
+
+        got = asyncio.run(asyncio.wait_for(scenario(), 180))
+        assert [t for t, _, _ in got] == ["test/v5/replies"] * len(got)
+        assert all(corr == b"corr-42" for _, _, corr in got)
+        assert got[0][1]["status"] == "working" and got[-1][1]["status"] == "ok"
+        assert all(d["id"] == "v5-1" for _, d, _ in got)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(30) == 0

@@ -89,3 +89,11 @@ def test_one_unit_per_moment_by_default(house, slice_db, capsys):
     got = run_json(capsys, ["retrieve", "screwdriver magnet screws", "--as-of", "DAY1 13:00", "--db", str(slice_db)])
     starts = [u["start_ms"] for u in got["units"]]
     assert len(starts) >= 8 and len(set(starts)) == len(starts)
+
+
+def test_status_reports_the_memory_without_a_broker(house, slice_db, capsys, monkeypatch):
+    monkeypatch.setenv("CHORUS__MQTT__PORT", "1")  # nothing listens there
+    got = run_json(capsys, ["status", "--db", str(slice_db)])
+    assert got["counts"]["agents"] == 3 and got["counts"]["observations"] > 10_000
+    assert got["windows_pending"] > 0 and got["daemon"] is None
+    assert got["first"].startswith("2025-01-01T11:")
