@@ -124,7 +124,7 @@ class Consolidator:
         force: bool = False, progress: Callable[[Iterable], Iterable] = iter,
         on_window: Callable[[WindowResult], None] | None = None,
     ) -> list[WindowResult]:
-        pick = self.events.all_windows if force or dry_run else self.events.pending_windows
+        pick = self.events.windows if force or dry_run else self.events.pending_windows
         results = []
         for w in progress(pick(until_ms, start_ms, end_ms)):
             r = self.window(w["start_ms"], w["input_hash"], dry_run=dry_run, force=force)

@@ -66,6 +66,12 @@ class QuestionDesk:
             q = QueryMessage.from_bytes(m.payload, where=m.topic)
         except StreamError as e:
             return self._fail(m, None, qid, e.code, str(e))
+        bad_reply = q.reply_to and (any(c in q.reply_to for c in "+#\0") or q.reply_to.startswith("$") or (
+            q.reply_to.startswith(self.topics.root + "/") and not q.reply_to.startswith(self.topics.answer(""))))
+        if bad_reply:  # an answer must never land on an agent's stream or the daemon's own topics
+            q = q.model_copy(update={"reply_to": None})
+            return self._fail(m, q, q.id, "bad_reply_to", "reply_to must be a plain topic outside chorus/v1 "
+                                                          "(or under its answer/)")
         now = int(time.time() * 1000)
         try:
             as_of = now if q.as_of in (None, "", "now") else self.clock.parse(q.as_of)

@@ -53,20 +53,14 @@ class EventStore:
 
     def pending_windows(self, until_ms: int, start_ms: int | None = None, end_ms: int | None = None) -> list[dict]:
         """Closed windows (ending at or before `until_ms`) never consolidated or changed since."""
-        q = """SELECT start_ms, end_ms, input_hash, rev FROM windows
-               WHERE end_ms <= ? AND (consolidated_rev IS NULL OR rev > consolidated_rev)"""
-        args: list = [until_ms]
-        if start_ms is not None:
-            q += " AND end_ms > ?"
-            args.append(start_ms)
-        if end_ms is not None:
-            q += " AND start_ms < ?"
-            args.append(end_ms)
-        return [dict(r) for r in self.db.execute(q + " ORDER BY start_ms", tuple(args))]
+        return self.windows(until_ms, start_ms, end_ms, pending_only=True)
 
-    def all_windows(self, until_ms: int, start_ms: int | None = None, end_ms: int | None = None) -> list[dict]:
+    def windows(self, until_ms: int, start_ms: int | None = None, end_ms: int | None = None, *,
+                pending_only: bool = False) -> list[dict]:
         q = "SELECT start_ms, end_ms, input_hash, rev FROM windows WHERE end_ms <= ?"
         args: list = [until_ms]
+        if pending_only:
+            q += " AND (consolidated_rev IS NULL OR rev > consolidated_rev)"
         if start_ms is not None:
             q += " AND end_ms > ?"
             args.append(start_ms)

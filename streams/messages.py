@@ -14,7 +14,18 @@ AGENT_NAME = re.compile(r"^(?!.*\.\.)[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 MAX_TEXT = 8192
 
 
-class CaptionMessage(BaseModel):
+class WireModel(BaseModel):
+    """A message read from the wire: a validation error becomes a `SchemaViolation` with a code."""
+
+    @classmethod
+    def from_bytes(cls, data: bytes | str, *, where: str | None = None):
+        try:
+            return cls.model_validate_json(data)
+        except ValidationError as e:
+            raise SchemaViolation(_first_error(e), where=where) from None
+
+
+class CaptionMessage(WireModel):
     """`agents/{agent}/caption`: one caption or transcript line of one agent."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -47,13 +58,6 @@ class CaptionMessage(BaseModel):
     def to_bytes(self) -> bytes:
         return self.model_dump_json(exclude_none=True).encode()
 
-    @classmethod
-    def from_bytes(cls, data: bytes | str, *, where: str | None = None) -> CaptionMessage:
-        try:
-            return cls.model_validate_json(data)
-        except ValidationError as e:
-            raise SchemaViolation(_first_error(e), where=where) from None
-
 
 class AgentCaption(BaseModel):
     """A caption together with the agent that sent it: what readers of recordings yield."""
@@ -81,7 +85,7 @@ def dumps(obj: dict) -> bytes:
     return json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode()
 
 
-class QueryMessage(BaseModel):
+class QueryMessage(WireModel):
     """`query`: a question to the shared memory."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -94,13 +98,6 @@ class QueryMessage(BaseModel):
     agents: list[str] | None = Field(default=None, max_length=64)
     reply_to: str | None = Field(default=None, max_length=256)
     stream: bool = False
-
-    @classmethod
-    def from_bytes(cls, data: bytes | str, *, where: str | None = None) -> QueryMessage:
-        try:
-            return cls.model_validate_json(data)
-        except ValidationError as e:
-            raise SchemaViolation(_first_error(e), where=where) from None
 
 
 def error_payload(code: str, message: str, *, topic: str | None = None, agent: str | None = None,

@@ -114,6 +114,8 @@ def test_bad_input_gets_a_coded_error_and_the_daemon_keeps_serving(broker, tmp_p
                                                                             "text": "t"}), qos=1)
                 await c.publish(f"{R}/query", json.dumps({"id": "q2", "question": "hi", "as_of": "year 3000",
                                                           "reply_to": "test/bad/q2"}), qos=1)
+                await c.publish(f"{R}/query", json.dumps({"id": "q3", "question": "hi",
+                                                          "reply_to": f"{R}/agents/robot1/caption"}), qos=1)
                 await c.publish(f"{R}/agents/robot1/caption", json.dumps(
                     {"id": "ok1", "ts": 1735700000000, "text": "I put the charger in the drawer"}), qos=1)
                 codes, reply = set(), None
@@ -123,11 +125,11 @@ def test_bad_input_gets_a_coded_error_and_the_daemon_keeps_serving(broker, tmp_p
                         reply = d
                     else:
                         codes.add(d["code"])
-                    if reply and len(codes) >= 4 or len(codes) > 4:
+                    if reply and len(codes) >= 5 or len(codes) > 5:
                         return codes, reply
 
         codes, reply = asyncio.run(asyncio.wait_for(scenario(), 60))
-        assert codes == {"bad_schema", "bad_topic", "bad_as_of", "bad_time"}
+        assert codes == {"bad_schema", "bad_topic", "bad_as_of", "bad_time", "bad_reply_to"}
         assert reply["status"] == "error" and reply["code"] == "bad_as_of" and reply["id"] == "q2"
         deadline = time.time() + 30
         while time.time() < deadline:
