@@ -102,23 +102,34 @@ class Link:
             backoff = 1.0 if self._was_up else min(backoff * 2, 60.0)
 
     async def _session(self) -> Exception:
-        """One connection, from connect to loss; returns why it ended."""
+        """One connection, from connect to loss; returns why it ended.
+
+        The two loops are plain tasks, not a TaskGroup: on Python 3.11 a failing TaskGroup child
+        leaves its parent marked as cancelled, which would end the reconnect loop.
+        """
         self._was_up = False
-        failure: list[Exception] = []
         try:
             async with self._client_for_attempt() as client:
                 self._client = client
                 await self._on_connect(client)
                 self._was_up = True
-                async with asyncio.TaskGroup() as tg:
-                    tg.create_task(self._send(client), name="mqtt-send")
-                    tg.create_task(self._receive(client), name="mqtt-receive")
-        except* aiomqtt.MqttError as group:
-            failure.extend(group.exceptions)
+                loops = [asyncio.create_task(self._send(client), name="mqtt-send"),
+                         asyncio.create_task(self._receive(client), name="mqtt-receive")]
+                try:
+                    done, _ = await asyncio.wait(loops, return_when=asyncio.FIRST_COMPLETED)
+                finally:
+                    for t in loops:
+                        t.cancel()
+                    await asyncio.gather(*loops, return_exceptions=True)
+                for t in done:
+                    if t.exception() is not None:
+                        raise t.exception()
+        except (aiomqtt.MqttError, OSError) as e:
+            return e
         finally:
             self.connected.clear()
             self._client = None
-        return failure[0] if failure else aiomqtt.MqttError("connection ended")
+        return aiomqtt.MqttError("connection ended")
 
     def _client_for_attempt(self) -> aiomqtt.Client:
         will = aiomqtt.Will(self.topics.status, b"offline", qos=1, retain=True)
@@ -147,7 +158,10 @@ class Link:
                     "5" if self.protocol == aiomqtt.ProtocolVersion.V5 else "3.1.1")
 
     def _maybe_downgrade(self, err: Exception) -> bool:
-        unsupported = "protocol version" in str(err).lower() or "unsupported protocol" in str(err).lower()
+        text = str(err).lower()
+        # a 3.1.1 broker refuses an MQTT 5 CONNECT, or (amqtt) never answers it
+        unsupported = "protocol version" in text or "unsupported protocol" in text or (
+            "timed out" in text and not self._was_up and self.connects == 0)
         if self.cfg.protocol == "auto" and self.protocol == aiomqtt.ProtocolVersion.V5 and unsupported:
             logger.info("broker does not speak MQTT 5; using 3.1.1")
             self.protocol = aiomqtt.ProtocolVersion.V311
