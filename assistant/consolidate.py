@@ -182,8 +182,9 @@ class Consolidator:
 def grounded(replies, lines: list[str], start: int, model: str) -> list[Event]:
     """The model's events that say something found in the window, each once.
 
-    A small model sometimes copies the prompt's example or repeats itself; an event none of whose
-    content words occur in the window's lines is dropped.
+    A small model sometimes copies the prompt's example, invents, or repeats itself; an event is
+    kept when at least half of its content words occur in the window's lines and most of them are
+    not the example's.
     """
     seen_words = set(tokenize(" ".join(lines)))
     out, seen = [], set()
@@ -193,11 +194,16 @@ def grounded(replies, lines: list[str], start: int, model: str) -> list[Event]:
         words = {t for t in tokenize(e.what + " " + e.how) if not t.isdigit() and t not in names}
         words -= {"said", "say"}
         key = _NORM.sub("", e.what.lower())
-        if not words & seen_words or key in seen:
+        found = len(words & seen_words) / len(words) if words else 0.0
+        copied = len(words & _EXAMPLE_WORDS) / len(words) if words else 1.0
+        if found < 0.5 or copied >= 0.6 or key in seen:
             continue
         seen.add(key)
         out.append(Event(who, e.what.strip(), e.where.strip(), e.how.strip(), start, start + 600_000, model=model))
     return out
+
+
+_EXAMPLE_WORDS = set(tokenize(CONSOLIDATE_EXAMPLE_REPLY)) - set(tokenize("who what where how events Jake Alice Tasha"))
 
 
 def extractive(speech, sight, start: int, names: list[str], model: str) -> Event:

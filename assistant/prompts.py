@@ -7,7 +7,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, Field, StringConstraints, create_model
 
-CONSOLIDATE_VERSION = "4w1h-1"
+CONSOLIDATE_VERSION = "4w1h-2"
 OTHER_NAME = Annotated[str, StringConstraints(pattern=r"^[A-Z][A-Za-z' .-]{0,30}$")]
 
 CONSOLIDATE_SYSTEM = """You keep the shared memory of a house where several people wear camera glasses.

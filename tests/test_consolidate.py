@@ -84,12 +84,12 @@ def test_late_data_rebuilds_the_window_atomically(store, clock):
     cons = Consolidator(events, FakeLLM([REPLY]), clock, ConsolidationSettings())
     cons.run(until_ms=W + 600_000)
     old = events.events(window_start=W)
-    store.add([Observation("A3_TASHA", "caption", W + 9000, W + 9500, "I hold the shelf board", lang="en")])
-    cons.llm = FakeLLM([{"events": [{"who": ["Tasha"], "what": "Tasha held the shelf board", "where": "", "how": ""}]}])
+    store.add([Observation("A3_TASHA", "caption", W + 9000, W + 9500, "I hold the wooden plank", lang="en")])
+    cons.llm = FakeLLM([{"events": [{"who": ["Tasha"], "what": "Tasha held the wooden plank", "where": "", "how": ""}]}])
     assert [r.status for r in cons.run(until_ms=W + 600_000)] == ["written"]
     new = events.events(window_start=W)
     assert [e.what for e in old] == [REPLY["events"][0]["what"]]
-    assert [e.what for e in new] == ["Tasha held the shelf board"]
+    assert [e.what for e in new] == ["Tasha held the wooden plank"]
 
 
 def test_touched_window_with_same_inputs_is_not_sent_to_the_model(store, clock):
@@ -182,3 +182,16 @@ def test_kill_during_consolidation_then_resume(slice_db, tmp_path, clock):
     ).fetchall()
     assert windows == 0
     assert len(per_window) == 6 and all(r[1] == 1 and r[2] == 1 for r in per_window)
+
+
+def test_partly_copied_example_and_invention_are_dropped(store, clock):
+    events = window_store(store)
+    replies = {"events": [
+        {"who": ["Jake"], "what": "Jake carried shelf boards to the living room and looked for a screwdriver",
+         "where": "", "how": ""},  # the example, with one word that happens to be in the window
+        {"who": ["Alice"], "what": "Alice flew a kite over the mountains with a dragon", "where": "", "how": ""},
+        {"who": ["Jake", "Alice"], "what": "Jake picked up the screwdriver when Alice asked for screws",
+         "where": "", "how": ""},
+    ]}
+    r = Consolidator(events, FakeLLM([replies]), clock, ConsolidationSettings()).run(until_ms=W + 600_000)[0]
+    assert [e.what for e in r.events] == ["Jake picked up the screwdriver when Alice asked for screws"]
