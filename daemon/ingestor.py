@@ -48,6 +48,7 @@ class Ingestor:
 
     def parse(self, agent: str, payload: bytes, topic: str) -> AgentCaption | None:
         if len(payload) > self.max_bytes:
+            self.counts["rejected"] += 1
             self.report("too_large", f"caption of {len(payload)} bytes (limit {self.max_bytes})", topic=topic,
                         agent=agent)
             return None
@@ -55,13 +56,16 @@ class Ingestor:
             msg = CaptionMessage.from_bytes(payload, where=topic)
             now = int(time.time() * 1000)
             if not EPOCH_2000_MS <= msg.ts <= now + FUTURE_SLACK_MS:
+                self.counts["rejected"] += 1
                 self.report("bad_time", f"ts {msg.ts} is not a plausible epoch-ms time (2000 .. now + 1 day)",
                             topic=topic, agent=agent, id=msg.id)
                 return None
             return AgentCaption(agent=agent, msg=msg)
         except StreamError as e:
-            self.report(getattr(e, "code", "bad_input"), str(e), topic=topic, agent=agent, id=_id_of(payload))
+            self.counts["rejected"] += 1
+            self.report(e.code, str(e), topic=topic, agent=agent, id=_id_of(payload))
         except (ValueError, UnicodeDecodeError) as e:
+            self.counts["rejected"] += 1
             self.report("bad_input", str(e), topic=topic, agent=agent)
         return None
 
@@ -77,7 +81,6 @@ class Ingestor:
             captions = [c for c in (self.parse(*item) for item in batch) if c]
             if captions:
                 await asyncio.to_thread(self._store, captions)
-            self.counts["rejected"] = self.counts.get("rejected", 0)
             if self.on_batch:
                 self.on_batch()
 
