@@ -74,4 +74,4 @@ def tiny_llm():
     from models.bundled import tiny
     from models.llm import LocalLLM
 
-    return LocalLLM(tiny(), n_ctx=4096, n_threads=2, time_limit_s=120)
+    return LocalLLM(tiny(), n_ctx=4096, n_threads=2, time_limit_s=900)

