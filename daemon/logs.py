@@ -14,3 +14,5 @@ def setup(verbose: int = 0) -> None:
     if not os.environ.get("JOURNAL_STREAM") and sys.stderr.isatty():
         fmt = "%(asctime)s " + fmt
     logging.basicConfig(level=level, format=fmt, stream=sys.stderr, force=True)
+    for noisy in ("bm25s", "transitions", "apscheduler.executors", "amqtt"):
+        logging.getLogger(noisy).setLevel(max(logging.getLogger().level, logging.WARNING))
