@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import os
 import signal
 import time
 from functools import partial
@@ -178,7 +179,7 @@ class Daemon:
     async def _stats(self) -> None:
         while True:
             await self.link.connected.wait()
-            info = {"version": VERSION, "db": str(self.db), "started": self.started, "pid": __import__("os").getpid(),
+            info = {"version": VERSION, "db": str(self.db), "started": self.started, "pid": os.getpid(),
                     "model": self.consolidator.llm.name if self.consolidator.llm else None,
                     "house": {"day1": str(self.settings.house.day1), "timezone": self.settings.house.timezone}}
             self.link.publish(self.link.topics.status_info, json.dumps(info).encode(), qos=1, retain=True)

@@ -17,19 +17,24 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("-v", "--verbose", action="count", default=0)
 
 
+def _recording_formats(parent: argparse.ArgumentParser) -> list[argparse.ArgumentParser]:
+    """The `egolife DIR` and `jsonl FILE` sub-commands shared by `import` and `replay`."""
+    fmt = parent.add_subparsers(dest="format", required=True)
+    eg = fmt.add_parser("egolife", help="an EgoLifeCap folder (DenseCaption/, Transcript/)")
+    eg.add_argument("path", type=Path)
+    eg.add_argument("--days", help="comma-separated day numbers, e.g. 1,2")
+    eg.add_argument("--agents", help="comma-separated agent names, e.g. A1_JAKE,A2_ALICE")
+    jl = fmt.add_parser("jsonl", help="generic JSON lines, one observation a line (see README)")
+    jl.add_argument("path", type=Path)
+    return [eg, jl]
+
+
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="chorus", description="Shared memory of a team of camera-wearing agents.")
     sub = ap.add_subparsers(dest="command", required=True)
 
     imp = sub.add_parser("import", help="import recordings into the memory")
-    isub = imp.add_subparsers(dest="format", required=True)
-    eg = isub.add_parser("egolife", help="an EgoLifeCap folder (DenseCaption/, Transcript/)")
-    eg.add_argument("path", type=Path)
-    eg.add_argument("--days", help="comma-separated day numbers, e.g. 1,2")
-    eg.add_argument("--agents", help="comma-separated agent names, e.g. A1_JAKE,A2_ALICE")
-    jl = isub.add_parser("jsonl", help="generic JSON lines, one observation a line (see README)")
-    jl.add_argument("path", type=Path)
-    for p in (eg, jl):
+    for p in _recording_formats(imp):
         _common(p)
 
     rt = sub.add_parser("retrieve", help="print the context an answering model would receive")
@@ -85,14 +90,7 @@ def build_parser() -> argparse.ArgumentParser:
     _common(rn)
 
     rp = sub.add_parser("replay", help="publish recordings as live agents over MQTT")
-    rsub = rp.add_subparsers(dest="format", required=True)
-    re_ = rsub.add_parser("egolife", help="an EgoLifeCap folder")
-    re_.add_argument("path", type=Path)
-    re_.add_argument("--days", help="comma-separated day numbers")
-    re_.add_argument("--agents", help="comma-separated agent names")
-    rj = rsub.add_parser("jsonl", help="generic JSON lines (see README)")
-    rj.add_argument("path", type=Path)
-    for p in (re_, rj):
+    for p in _recording_formats(rp):
         p.add_argument("--speed", type=float, default=1.0, help="time compression: 60 = an hour a minute")
         p.add_argument("--host", help="broker host (default: mqtt.host or localhost)")
         p.add_argument("--port", type=int, help="broker port (default: mqtt.port)")

@@ -52,6 +52,15 @@ def parse_time(clock, text: str | None, what: str) -> int | None:
         raise UserError(f"{what}: {e}") from None
 
 
+def selection(args) -> tuple[set[int] | None, set[str] | None]:
+    """--days and --agents of the egolife recordings."""
+    try:
+        days = {int(d) for d in args.days.split(",")} if args.days else None
+    except ValueError:
+        raise UserError(f"--days wants day numbers such as 1,2, not {args.days!r}") from None
+    return days, set(args.agents.split(",")) if args.agents else None
+
+
 def progress(desc: str, **kw):
     return partial(tqdm, desc=desc, unit=kw.pop("unit", "file"), file=sys.stderr, disable=None, **kw)
 
@@ -72,8 +81,7 @@ def cmd_import(args) -> int:
     store = open_store(args, settings)
     t0 = time.perf_counter()
     if args.format == "egolife":
-        days = {int(d) for d in args.days.split(",")} if args.days else None
-        agents = set(args.agents.split(",")) if args.agents else None
+        days, agents = selection(args)
         try:
             report = ingest.import_egolife(
                 store, args.path, clock, days=days, agents=agents, progress=progress("import egolife")
@@ -113,8 +121,7 @@ def cmd_retrieve(args) -> int:
         from assistant.answer import Answerer
 
         llm = wiring.build_llm(settings) if args.planner == "llm" else None
-        gathered = Answerer(store, clock, settings.answer, llm, budget=budget, planner=args.planner).gather(q)
-        got = gathered
+        got = Answerer(store, clock, settings.answer, llm, budget=budget, planner=args.planner).gather(q)
     else:
         got = LexicalRetriever(store).retrieve(q)
     units = [
@@ -336,8 +343,7 @@ def cmd_replay(args) -> int:
     if not args.path.exists():
         raise UserError(f"{args.path} does not exist")
     if args.format == "egolife":
-        days = {int(d) for d in args.days.split(",")} if args.days else None
-        agents = set(args.agents.split(",")) if args.agents else None
+        days, agents = selection(args)
         files = egolife.discover(args.path, days, agents)
         by_hour: dict = {}
         for f in files:
