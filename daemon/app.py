@@ -34,7 +34,6 @@ class Daemon:
         self.started = time.time()
         self.broker: EmbeddedBroker | None = None
         self.counts = {"windows": 0, "events": 0, "errors_sent": 0}
-        self._consolidating = asyncio.Lock()
         self._kick = asyncio.Event()
 
     # -- start-up -------------------------------------------------------------------------
@@ -155,26 +154,23 @@ class Daemon:
         self._kick.set()
 
     async def consolidate(self) -> None:
-        if self._consolidating.locked():
-            self._kick.set()  # run again when the current pass ends
-            return
-        async with self._consolidating:
-            loop = asyncio.get_running_loop()
-            until = self.ingestor.closed_until(int(time.time() * 1000))
+        """One pass over the closed windows; only the scheduler loop calls it, so passes never overlap."""
+        loop = asyncio.get_running_loop()
+        until = self.ingestor.closed_until(int(time.time() * 1000))
 
-            def publish_window(r) -> None:
-                if r.status != "written":
-                    return
-                for e in r.events:
-                    body = {"id": e.id, "who": list(e.who), "what": e.what, "where": e.where, "how": e.how,
-                            "start": self.clock.iso(e.start_ms), "end": self.clock.iso(e.end_ms), "model": e.model}
-                    loop.call_soon_threadsafe(partial(self.link.publish, self.link.topics.events, dumps(body), qos=1))
-                self.counts["windows"] += 1
-                self.counts["events"] += len(r.events)
+        def publish_window(r) -> None:
+            if r.status != "written":
+                return
+            for e in r.events:
+                body = {"id": e.id, "who": list(e.who), "what": e.what, "where": e.where, "how": e.how,
+                        "start": self.clock.iso(e.start_ms), "end": self.clock.iso(e.end_ms), "model": e.model}
+                loop.call_soon_threadsafe(partial(self.link.publish, self.link.topics.events, dumps(body), qos=1))
+            self.counts["windows"] += 1
+            self.counts["events"] += len(r.events)
 
-            results = await asyncio.to_thread(self.consolidator.run, until_ms=until, on_window=publish_window)
-            if any(r.status == "preempted" for r in results):
-                self._kick.set()
+        results = await asyncio.to_thread(self.consolidator.run, until_ms=until, on_window=publish_window)
+        if any(r.status == "preempted" for r in results):
+            self._kick.set()
 
     async def _stats(self) -> None:
         while True:
