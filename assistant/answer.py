@@ -12,6 +12,7 @@ from dataclasses import dataclass, field, replace
 
 from assistant.agentwise import MemorySearch
 from assistant.config import AnswerSettings
+from assistant.context import fit_units
 from assistant.planner import Request, plan
 from assistant.prompts import ANSWER_SYSTEM, answer_schema
 from assistant.query import Query, person_name
@@ -19,7 +20,7 @@ from memory.clock import HouseClock
 from memory.events import Event
 from memory.records import Unit
 from memory.store import Store
-from memory.tokenize import estimate_tokens, query_tokens
+from memory.tokenize import estimate_tokens
 from models.errors import ModelError
 from models.llm import HIGH, LocalLLM, Usage
 
@@ -128,33 +129,7 @@ class Answerer:
                       timings, usage, status, error)
 
     def fit(self, units: list[Unit], q: Query, budget: int, count) -> tuple[list[Unit], str]:
-        """Units numbered for citation, each cut to its share of the token budget.
-
-        Within a unit the lines that share words with the question (and its sub-queries) are
-        kept first, in their own order.
-        """
-        if not units:
-            return [], "(none found)"
-        wanted = set(query_tokens(" ".join((q.question, *q.options))))
-        for u in units:
-            wanted |= set(query_tokens(u.extra.get("query", "")))
-        share = max(40, budget // len(units))
-        blocks, kept = [], []
-        for n, u in enumerate(units, 1):
-            head = f"[{n}] {person_name(u.agent)}, {self.clock.label(u.start_ms)}-{self.clock.label(u.end_ms)[-8:]}"
-            lines = u.text.split("\n")
-            ranked = sorted(range(len(lines)), key=lambda i: -len(wanted & set(query_tokens(lines[i]))))
-            chosen, used = set(), count(head)
-            for i in ranked:
-                c = count(lines[i]) + 1
-                if used + c > share:
-                    continue
-                chosen.add(i)
-                used += c
-            body = "\n".join(lines[i] for i in sorted(chosen))
-            blocks.append(f"{head}\n{body}")
-            kept.append(u)
-        return kept, "\n\n".join(blocks)
+        return fit_units(units, q, budget, count, self.clock.label)
 
 
 def _round_robin(lists: list[list[Unit]], budget: int) -> list[Unit]:

@@ -7,11 +7,12 @@ from collections.abc import Callable, Iterable
 
 import numpy as np
 
-from assistant.context import context_tokens
+from assistant.context import fit_units
 from assistant.egolifeqa import QAItem
 from assistant.query import Query
 from memory.clock import HouseClock
 from memory.records import Unit
+from memory.tokenize import estimate_tokens
 
 WINDOWS = {"hit@0": 0, "hit@30s": 30_000, "hit@5min": 300_000}
 
@@ -40,9 +41,10 @@ def summarize(rows: list[dict]) -> dict:
 
 def run(
     items: list[QAItem], retrievers: dict, clock: HouseClock, *, asker: str, budget: int,
-    progress: Callable[[Iterable], Iterable] = iter,
+    context_tokens: int = 4600, progress: Callable[[Iterable], Iterable] = iter,
 ) -> dict:
-    """Every item through every retriever; per retriever overall and per question type."""
+    """Every item through every retriever; per retriever overall and per question type. Tokens are
+    those of the context as the answerer gets it: the units cut to fit `context_tokens`."""
     rows: dict[str, list[dict]] = defaultdict(list)
     for item in progress(items):
         q = Query(item.question, item.query_ms, item.options, asker=asker, budget=budget)
@@ -51,7 +53,8 @@ def run(
             row = {k: hit(got.units, item.targets, w) for k, w in WINDOWS.items()}
             row.update(
                 type=item.type, id=item.id, units=len(got.units),
-                tokens=context_tokens(got.units, clock.label), latency_ms=got.timings_ms["retrieval"],
+                tokens=estimate_tokens(fit_units(got.units, q, context_tokens, estimate_tokens, clock.label)[1]),
+                latency_ms=got.timings_ms["retrieval"],
             )
             rows[name].append(row)
     report: dict = {"questions": len(items), "retrievers": {}}

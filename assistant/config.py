@@ -34,3 +34,26 @@ class AnswerSettings(BaseModel):
     max_requests: int = Field(6, ge=1, le=20, description="Most agent requests a plan may make.")
     context_tokens: int = Field(4600, ge=256, description="Token budget of the context handed to the responder.")
     answer_tokens: int = Field(160, ge=16, description="Most tokens of an open answer.")
+
+
+class SearchSettings(BaseModel):
+    """The parts of the default retriever, each switchable (`chorus bench` measures them off one by one)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    dense: bool = Field(True, description="Fuse MiniLM vectors (sqlite-vec) with BM25.")
+    temporal: bool = Field(True, description="Read the question's time intent: soft range, latest/earliest/habit.")
+    scales: bool = Field(True, description="Pool evidence over 10-minute and 1-hour windows.")
+    context: bool = Field(True, description="A unit borrows part of its neighbours' score.")
+    entities: bool = Field(True, description="Follow the question's key objects; rank by strict-to-loose match.")
+    dense_weight: float = Field(0.6, ge=0, description="Weight of the dense score against BM25's 1.")
+    window_weight: float = Field(0.3, ge=0, description="Weight of the 10-minute pooled score.")
+    hour_weight: float = Field(0.2, ge=0, description="Weight of the 1-hour pooled score.")
+    context_weight: float = Field(0.2, ge=0, description="Share of the best neighbour's score a unit borrows.")
+    entity_weight: float = Field(0.3, ge=0, description="Bonus of a unit matching every key entity strictly.")
+    entity_search_weight: float = Field(0.5, ge=0, description="Score of entity-only hits relative to BM25.")
+    max_entities: int = Field(2, ge=1, le=6, description="Key entities taken from a question.")
+    recency_weight: float = Field(0.3, ge=0, description="Extra weight of a moment just past, fading with age.")
+    recency_hours: float = Field(6.0, gt=0, description="Hours over which the recency weight falls by e.")
+    curation_floor: float = Field(0.5, ge=0, le=1, description="Share of the best score a curated unit needs.")
+    curation_share: float = Field(0.4, ge=0, le=1, description="Share of the budget curated by time order.")

@@ -145,9 +145,6 @@ def cmd_retrieve(args) -> int:
 def cmd_bench(args) -> int:
     from assistant import bench
     from assistant.egolifeqa import load_items
-    from assistant.egomas import EgoMASReference
-    from assistant.lexical import LexicalRetriever
-
     settings = settings_of(args)
     clock = clock_of(settings)
     missing = [str(f) for f in args.files if not f.exists()]
@@ -158,18 +155,22 @@ def cmd_bench(args) -> int:
     store = open_store(args, settings)
     if args.answer:
         return bench_answers(args, settings, clock, store, items)
-    makers = {"default": LexicalRetriever, "egomas-reference": EgoMASReference}
+    from assistant.retrievers import NAMES, Retrievers
+
     names = [n.strip() for n in args.retrievers.split(",") if n.strip()]
-    unknown = [n for n in names if n not in makers]
+    unknown = [n for n in names if n not in NAMES]
     if unknown:
-        raise UserError(f"unknown retriever(s) {unknown}; known: {', '.join(makers)}")
-    retrievers = {}
-    for n in names:
-        retrievers[n] = makers[n](store)
-        if hasattr(retrievers[n], "index"):
-            retrievers[n].index.refresh()
+        raise UserError(f"unknown retriever(s) {unknown}; known: {', '.join(NAMES)}")
+    pool = Retrievers(store, clock, settings.retrieval)
+    retrievers = {n: pool.make(n) for n in names}
+    for r in retrievers.values():
+        if hasattr(r, "refresh"):
+            r.refresh()
+        elif hasattr(r, "index"):
+            r.index.refresh()
     report = bench.run(items, retrievers, clock, asker="A1_JAKE",
                        budget=args.budget or settings.retrieval.budget,
+                       context_tokens=settings.answer.context_tokens,
                        progress=progress("bench", unit="question"))
     out(args, report, bench.table(report))
     return 0

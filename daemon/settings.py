@@ -26,7 +26,7 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
-from assistant.config import AnswerSettings, ConsolidationSettings
+from assistant.config import AnswerSettings, ConsolidationSettings, SearchSettings
 from models.config import LlmSettings
 
 logger = logging.getLogger(__name__)
@@ -70,8 +70,8 @@ class StoreSettings(BaseModel):
     path: Path = Field(Path("var/chorus.sqlite"), description="The SQLite database file.")
 
 
-class RetrievalSettings(BaseModel):
-    """How much memory is handed to the answerer, and for whom."""
+class RetrievalSettings(SearchSettings):
+    """How much memory is handed to the answerer, and for whom, and how it is found."""
 
     model_config = ConfigDict(extra="forbid")
 

@@ -156,6 +156,15 @@ class LexicalIndex:
         df = sum(s.df.get(token, 0) for s in self.shards.values())
         return _idf(n, df) if df else 0.0
 
+    def containing(self, token: str) -> set[int]:
+        """Ids of the rows whose text has `token` (from the index's own postings: no re-tokenizing)."""
+        out: set[int] = set()
+        for shard in self.shards.values():
+            col = shard.column(token)
+            if col is not None:
+                out.update(shard.ids[col[0]].tolist())
+        return out
+
     def search(
         self,
         tokens: Iterable[str] | Mapping[str, float],

@@ -99,8 +99,22 @@ def m0003_consolidation(conn: sqlite3.Connection) -> None:
     conn.execute("CREATE INDEX events_end ON events (end_ms)")
 
 
+def m0004_vectors(conn: sqlite3.Connection) -> None:
+    """What each vector index holds: its model, dimension and the store revision it has seen.
+    The vec0 tables themselves are made by `memory.vectors` with the dimension of their model."""
+    conn.execute(
+        """CREATE TABLE vector_indices (
+            name TEXT PRIMARY KEY,
+            model TEXT NOT NULL,
+            dim INTEGER NOT NULL,
+            rev INTEGER NOT NULL DEFAULT 0
+        )"""
+    )
+
+
 MIGRATIONS = [
     ("0001_core", m0001_core),
     ("0002_change_log", m0002_change_log),
     ("0003_consolidation", m0003_consolidation),
+    ("0004_vectors", m0004_vectors),
 ]

