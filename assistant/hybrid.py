@@ -69,22 +69,43 @@ class HybridRetriever:
         return self._names
 
     def _pool(self, q: Query, intent: Intent, agents) -> dict[int, Cand]:
-        weights = self.lexical.weights(q)
         cands: dict[int, Cand] = {}
-        for i, sc in self.index.search(weights, k=POOL, as_of=q.as_of_ms, agents=agents):
-            cands[i] = Cand(None, lex=sc)  # type: ignore[arg-type]
+        for weights in self._lexical_queries(q):
+            for i, sc in self.index.search(weights, k=POOL, as_of=q.as_of_ms, agents=agents):
+                c = cands.setdefault(i, Cand(None))  # type: ignore[arg-type]
+                c.lex = max(c.lex, sc)
         if self.s.entities:
             # follow the key objects to their other encounters: an entity-only search, in range first
             for i, sc in self._entity_search(q, intent, agents):
                 c = cands.setdefault(i, Cand(None))  # type: ignore[arg-type]
                 c.lex = max(c.lex, sc * self.s.entity_search_weight)
         if self.s.dense and self.vectors is not None and self.embedder is not None:
-            text = q.question + ("\n" + " / ".join(o for o in q.options if o) if q.options else "")
-            qv = self.embedder.embed([text])[0]
-            for i, sim in self.vectors.search(qv, k=POOL, as_of=q.as_of_ms, agents=agents):
-                cands.setdefault(i, Cand(None)).dense = sim  # type: ignore[arg-type]
+            for qv in self._dense_queries(q):
+                for i, sim in self.vectors.search(qv, k=POOL, as_of=q.as_of_ms, agents=agents):
+                    c = cands.setdefault(i, Cand(None))  # type: ignore[arg-type]
+                    c.dense = max(c.dense, sim)
         units = self.store.units(list(cands))
         return {i: replace(c, unit=units[i]) for i, c in cands.items() if i in units}
+
+    def _lexical_queries(self, q: Query) -> list[dict[str, float]]:
+        """One weighted query; with `options_apart`, one per option (question + that option), so
+        a unit is scored by the option it supports best rather than by all four at once."""
+        if not self.s.options_apart or not any(q.options):
+            return [self.lexical.weights(q)]
+        out = []
+        for o in q.options:
+            if o:
+                w = self.lexical.weights(replace(q, options=()))
+                for t in query_tokens(o):
+                    w[t] = w.get(t, 0.0) + self.s.option_weight
+                out.append(w)
+        return out
+
+    def _dense_queries(self, q: Query) -> list:
+        """One vector for the question with its options (a vector per option costs a search each
+        and gained 0.4 points of Hit@0 on EgoLifeQA DAY1-2)."""
+        opts = [o for o in q.options if o]
+        return [self.embedder.embed([q.question + ("\n" + " / ".join(opts) if opts else "")])[0]]
 
     def key_entities(self, q: Query) -> list[str]:
         """The question's rarest content words that are not people: the objects it is about."""
