@@ -1,8 +1,10 @@
 """EgoMAS retrieval: shared-memory events by BM25, then each planned agent's own 30-second units.
 
-Per agent (the released `retrieve_for_person`): the best `retrieve_top_k` units of everyone are
-searched and those of the agent kept; when fewer than `agent_top_k` remain, the search widens to
-`fallback_top_k`; units scoring under `score_threshold` (on the Okapi scale) are dropped.
+With a hybrid retriever (the default of the daemon and the CLI), each planned request is the
+hybrid search restricted to that agent, and the flat path is the hybrid search of everyone.
+Without one, per agent is the released `retrieve_for_person`: the best `retrieve_top_k` units of
+everyone are searched and those of the agent kept; when fewer than `agent_top_k` remain, the
+search widens to `fallback_top_k`; units scoring under `score_threshold` (Okapi scale) are dropped.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from assistant.config import AnswerSettings
+from assistant.hybrid import HybridRetriever
 from assistant.lexical import LexicalRetriever
 from assistant.planner import Request
 from assistant.query import Query
@@ -27,16 +30,21 @@ OKAPI_SCALE = 1.5 + 1
 class MemorySearch:
     """The indices of one store, refreshed before each question."""
 
-    def __init__(self, store: Store, settings: AnswerSettings):
+    def __init__(self, store: Store, settings: AnswerSettings, hybrid: HybridRetriever | None = None):
         self.store = store
         self.settings = settings
-        self.segments = LexicalIndex(store, SEGMENTS)
+        self.segments = hybrid.index if hybrid else LexicalIndex(store, SEGMENTS)
         self.event_index = LexicalIndex(store, EVENTS)
         self.events = EventStore(store)
-        self.flat = LexicalRetriever(store, self.segments)
+        self.lexical = LexicalRetriever(store, self.segments)
+        self.hybrid = hybrid
+        self.flat = hybrid or self.lexical
 
     def refresh(self) -> None:
-        self.segments.refresh()
+        if self.hybrid:
+            self.hybrid.refresh()
+        else:
+            self.segments.refresh()
         self.event_index.refresh()
 
     def agents(self) -> list[str]:
@@ -46,7 +54,10 @@ class MemorySearch:
         """The top-n events of windows that ended by `as_of`, best first."""
         if self.settings.shared_top_n == 0:
             return []
-        hits = self.event_index.search(self.flat.weights(q), k=self.settings.shared_top_n, as_of=q.as_of_ms)
+        n = self.settings.shared_top_n
+        hits = self.event_index.search(self.lexical.weights(q), k=n, as_of=q.as_of_ms)
+        if self.hybrid:
+            hits = self.hybrid.shared_events(q, hits, n)
         by_id = {e.id: e for e in self.events.events([i for i, _ in hits])}
         return [by_id[i] for i, _ in hits if i in by_id]
 
@@ -55,8 +66,11 @@ class MemorySearch:
         agent_id = {v: k for k, v in self.store.agents().items()}.get(req.agent)
         if agent_id is None:
             return []
+        if self.hybrid:
+            sub = replace(q, question=req.query, agents=(req.agent,), budget=s.agent_top_k)
+            return [replace(u, extra={"query": req.query}) for u in self.hybrid.retrieve(sub).units]
         weights = dict.fromkeys(query_tokens(req.query), 1.0)
-        for t, w in self.flat.weights(replace(q, question="")).items():  # the options, weighted lower
+        for t, w in self.lexical.weights(replace(q, question="")).items():  # the options, weighted lower
             weights[t] = weights.get(t, 0.0) + w
         rows: list[tuple[int, float]] = []
         for k in (s.retrieve_top_k, s.fallback_top_k):

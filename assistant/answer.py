@@ -2,7 +2,8 @@
 
 The same `Answerer` serves MQTT, the chat, `chorus ask` and the benchmark. Switches give the
 EgoMAS ablation: without shared memory the planner and the responder see no events; without
-dynamic retrieval the units are the flat BM25 top units of all agents.
+dynamic retrieval the units are the flat top units of all agents. With `search` settings the
+retrieval is the hybrid one (`assistant.hybrid`); without, EgoMAS's BM25 alone.
 """
 
 from __future__ import annotations
@@ -11,11 +12,12 @@ import time
 from dataclasses import dataclass, field, replace
 
 from assistant.agentwise import MemorySearch
-from assistant.config import AnswerSettings
+from assistant.config import AnswerSettings, SearchSettings
 from assistant.context import fit_units
 from assistant.planner import Request, plan
 from assistant.prompts import ANSWER_SYSTEM, answer_schema
 from assistant.query import Query, person_name
+from assistant.retrievers import Retrievers
 from memory.clock import HouseClock
 from memory.events import Event
 from memory.records import Unit
@@ -56,8 +58,13 @@ class Answerer:
     def __init__(
         self, store: Store, clock: HouseClock, settings: AnswerSettings, llm: LocalLLM | None = None, *,
         shared: bool = True, dynamic: bool = True, budget: int = 15, planner: str | None = None,
+        search: SearchSettings | None = None, retrievers: Retrievers | None = None,
     ):
-        self.search = MemorySearch(store, settings)
+        hybrid = None
+        if search is not None or retrievers is not None:
+            retrievers = retrievers or Retrievers(store, clock, search)
+            hybrid = retrievers.make("default")
+        self.search = MemorySearch(store, settings, hybrid)
         self.clock, self.settings, self.llm = clock, settings, llm
         self.shared, self.dynamic, self.budget = shared, dynamic, budget
         self.planner = planner or settings.planner

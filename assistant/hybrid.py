@@ -34,6 +34,7 @@ from memory.store import Store
 from memory.tokenize import query_tokens
 
 POOL = 200
+INLINE_EMBED = 256  # units a question may wait to have embedded (about 3 s on 2 cores)
 RECENT_GAP_MS = 10 * 60_000  # "the last time" means an earlier occasion, not the one under way
 
 
@@ -55,13 +56,16 @@ class HybridRetriever:
         self.lexical = LexicalRetriever(store, index)
         self.index = self.lexical.index
         self.vectors, self.embedder = vectors, embedder
+        self.event_vectors = None  # set by `Retrievers` when dense search is on
         self._names: set[str] | None = None
 
     # -- candidates ---------------------------------------------------------------------
     def refresh(self) -> None:
+        """Before a question: the lexical index, and the vectors when only a few units are new (a
+        larger backlog is embedded by `Retrievers.prepare` or the daemon's background indexer)."""
         self.index.refresh()
         if self.s.dense and self.vectors is not None:
-            self.vectors.refresh()
+            self.vectors.refresh(limit=INLINE_EMBED)
 
     def people(self) -> set[str]:
         if self._names is None:
@@ -100,6 +104,14 @@ class HybridRetriever:
                     w[t] = w.get(t, 0.0) + self.s.option_weight
                 out.append(w)
         return out
+
+    def shared_events(self, q: Query, lexical: list[tuple[int, float]], k: int) -> list[tuple[int, float]]:
+        """Shared-memory events: the BM25 hits fused with the nearest event vectors."""
+        if not (self.s.dense and self.event_vectors is not None and self.embedder is not None):
+            return lexical[:k]
+        self.event_vectors.refresh(limit=INLINE_EMBED)
+        dense = self.event_vectors.search(self._dense_queries(q)[0], k=k, as_of=q.as_of_ms)
+        return fuse(lexical, dense, self.s.dense_weight)[:k]
 
     def _dense_queries(self, q: Query) -> list:
         """One vector for the question with its options (a vector per option costs a search each
@@ -215,6 +227,18 @@ class HybridRetriever:
         for c in ranked:
             take(c)
         return sorted(out, key=lambda c: -c.score)
+
+
+def fuse(lexical: list[tuple[int, float]], dense: list[tuple[int, float]], weight: float) -> list[tuple[int, float]]:
+    """(id, score) best first: BM25 scaled so its best is 1, plus `weight` x cosine scaled to 0..1
+    over the dense list."""
+    top = max((s for _, s in lexical), default=0.0) or 1.0
+    out = {i: s / top for i, s in lexical}
+    if dense:
+        lo, hi = min(s for _, s in dense), max(s for _, s in dense)
+        for i, s in dense:
+            out[i] = out.get(i, 0.0) + weight * ((s - lo) / (hi - lo) if hi > lo else 1.0)
+    return sorted(out.items(), key=lambda x: -x[1])
 
 
 def _pooled(cands, size: int) -> dict[int, float]:

@@ -76,12 +76,15 @@ class Daemon:
         llm = await asyncio.to_thread(wiring.build_llm, s)
         from assistant.answer import Answerer
         from assistant.consolidate import Consolidator
+        from assistant.retrievers import Retrievers
         from memory.events import EventStore
 
         # one connection per worker thread; SQLite (WAL) orders the writers
         ingest_store = wiring.open_store(s, self.db)
         self.consolidator = Consolidator(EventStore(wiring.open_store(s, self.db)), llm, self.clock, s.consolidation)
-        answerer = Answerer(wiring.open_store(s, self.db), self.clock, s.answer, llm, budget=s.retrieval.budget)
+        retrievers = Retrievers(wiring.open_store(s, self.db), self.clock, s.retrieval)
+        answerer = Answerer(retrievers.store, self.clock, s.answer, llm, budget=s.retrieval.budget,
+                            retrievers=retrievers)
         password = s.mqtt.password.get_secret_value() if s.mqtt.password else None
         self.link = Link(LinkConfig(host=host, port=port, username=s.mqtt.username, password=password,
                                     client_id=s.mqtt.client_id, root=s.mqtt.root,
@@ -105,6 +108,7 @@ class Daemon:
                 tg.create_task(self.desk.run(), name="questions")
                 tg.create_task(self._scheduler(), name="consolidation")
                 tg.create_task(self._stats(), name="stats")
+                tg.create_task(self._indexer(retrievers), name="indexer")
                 tg.create_task(self._ready_and_watchdog(llm.name), name="watchdog")
                 await stop.wait()
                 loop.call_later(5, _dump_tasks)
@@ -171,6 +175,21 @@ class Daemon:
         results = await asyncio.to_thread(self.consolidator.run, until_ms=until, on_window=publish_window)
         if any(r.status == "preempted" for r in results):
             self._kick.set()
+
+    async def _indexer(self, retrievers) -> None:
+        """Embeds new units in the background, on a connection of its own, so that a question
+        never waits for a backlog (at start-up: whatever arrived while the daemon was down)."""
+        from assistant.retrievers import Retrievers
+
+        if not await asyncio.to_thread(retrievers.dense_ok):
+            return
+        mine = Retrievers(wiring.open_store(self.settings, self.db), self.clock, self.settings.retrieval,
+                          embedder_factory=lambda: retrievers.vectors()[1])
+        while True:
+            done = await asyncio.to_thread(mine.prepare, lexical=False)
+            if any(done.values()):
+                logger.info("embedded %s", done)
+            await asyncio.sleep(self.settings.daemon.index_every_s)
 
     async def _stats(self) -> None:
         while True:

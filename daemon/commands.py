@@ -65,6 +65,24 @@ def progress(desc: str, **kw):
     return partial(tqdm, desc=desc, unit=kw.pop("unit", "file"), file=sys.stderr, disable=None, **kw)
 
 
+def retrievers_for(store, clock, settings: Settings, *, reset: bool = False):
+    """The retrievers of a store with every index up to date; a backlog of units to embed (the
+    first run after an import) shows a progress bar."""
+    from assistant.retrievers import Retrievers
+
+    r = Retrievers(store, clock, settings.retrieval)
+    if reset and settings.retrieval.dense:
+        r.vectors()[0].reset()
+        r.event_vectors().reset()
+
+    def bar(total: int, name: str):
+        t = tqdm(total=total, desc=f"embedding {name}", unit="unit", file=sys.stderr, disable=None if total else True)
+        return t.update
+
+    r.prepare(bar)
+    return r
+
+
 def out(args, data: dict, text: str) -> None:
     print(json.dumps(data, ensure_ascii=False) if args.json else text)
 
@@ -107,7 +125,6 @@ def cmd_import(args) -> int:
 
 
 def cmd_retrieve(args) -> int:
-    from assistant.lexical import LexicalRetriever
     from assistant.query import Query
 
     settings = settings_of(args)
@@ -121,9 +138,10 @@ def cmd_retrieve(args) -> int:
         from assistant.answer import Answerer
 
         llm = wiring.build_llm(settings) if args.planner == "llm" else None
-        got = Answerer(store, clock, settings.answer, llm, budget=budget, planner=args.planner).gather(q)
+        got = Answerer(store, clock, settings.answer, llm, budget=budget, planner=args.planner,
+                       retrievers=retrievers_for(store, clock, settings)).gather(q)
     else:
-        got = LexicalRetriever(store).retrieve(q)
+        got = retrievers_for(store, clock, settings).make("default").retrieve(q)
     units = [
         {"agent": u.agent, "start": clock.iso(u.start_ms), "end": clock.iso(u.end_ms),
          "start_ms": u.start_ms, "end_ms": u.end_ms, "text": u.text, "ids": list(u.obs_ids),
@@ -155,19 +173,14 @@ def cmd_bench(args) -> int:
     store = open_store(args, settings)
     if args.answer:
         return bench_answers(args, settings, clock, store, items)
-    from assistant.retrievers import NAMES, Retrievers
+    from assistant.retrievers import NAMES
 
     names = [n.strip() for n in args.retrievers.split(",") if n.strip()]
     unknown = [n for n in names if n not in NAMES]
     if unknown:
         raise UserError(f"unknown retriever(s) {unknown}; known: {', '.join(NAMES)}")
-    pool = Retrievers(store, clock, settings.retrieval)
+    pool = retrievers_for(store, clock, settings)
     retrievers = {n: pool.make(n) for n in names}
-    for r in retrievers.values():
-        if hasattr(r, "refresh"):
-            r.refresh()
-        elif hasattr(r, "index"):
-            r.index.refresh()
     report = bench.run(items, retrievers, clock, asker="A1_JAKE",
                        budget=args.budget or settings.retrieval.budget,
                        context_tokens=settings.answer.context_tokens,
@@ -214,8 +227,10 @@ def cmd_index(args) -> int:
         ix = LexicalIndex(store, src)
         ix.rebuild() if args.rebuild else ix.refresh()
         done[src.name] = len(ix.shards)
-    data = {"shards": done, "seconds": round(time.perf_counter() - t0, 2)}
-    out(args, data, f"indices ready: {done} in {data['seconds']}s")
+    lexical_s = round(time.perf_counter() - t0, 2)
+    retrievers_for(store, clock_of(settings), settings, reset=args.rebuild)  # embeds what is new
+    data = {"shards": done, "lexical_seconds": lexical_s, "seconds": round(time.perf_counter() - t0, 2)}
+    out(args, data, f"indices ready: {done} shards in {lexical_s}s; vectors in {data['seconds'] - lexical_s:.1f}s")
     return 0
 
 
@@ -285,9 +300,10 @@ def bench_answers(args, settings, clock, store, items) -> int:
         raise UserError(f"unknown cell(s) {unknown}; known: {', '.join(CELLS)}")
     llm = wiring.build_llm(settings)
     budget = args.budget or settings.retrieval.budget
+    shared = retrievers_for(store, clock, settings)  # one embedding model and index for all cells
     cells = {
         n: Answerer(store, clock, settings.answer, llm, shared=CELLS[n][0], dynamic=CELLS[n][1], budget=budget,
-                    planner=args.planner)
+                    planner=args.planner, retrievers=shared)
         for n in names
     }
     report = bench.run_answers(items, cells, clock, asker="A1_JAKE", progress=progress("bench", unit="question"))
@@ -310,7 +326,8 @@ def cmd_ask(args) -> int:
     llm = wiring.build_llm(settings)
     q = Query(args.question, as_of, tuple(args.option), asker=args.asker or settings.retrieval.asker,
               agents=tuple(args.agent) if args.agent else None, budget=settings.retrieval.budget)
-    a = Answerer(store, clock, settings.answer, llm, budget=settings.retrieval.budget, planner=args.planner).answer(q)
+    a = Answerer(store, clock, settings.answer, llm, budget=settings.retrieval.budget, planner=args.planner,
+                 retrievers=retrievers_for(store, clock, settings)).answer(q)
     data = answer_json(a, clock, as_of)
     lines = [f"{a.answer or '(no answer)'}" + (f"   [error: {a.error}]" if a.error else "")]
     lines.append("\nevidence" + ("" if a.cited else " (not cited by the model: best retrieved)") + ":")
@@ -390,7 +407,8 @@ def cmd_chat(args) -> int:
 
     store = open_store(args, settings)
     llm = wiring.build_llm(settings)
-    answerer = Answerer(store, clock, settings.answer, llm, budget=settings.retrieval.budget)
+    answerer = Answerer(store, clock, settings.answer, llm, budget=settings.retrieval.budget,
+                        retrievers=retrievers_for(store, clock, settings))
 
     def ask_local(question, options):
         now = int(time.time() * 1000)

@@ -101,6 +101,7 @@ class DaemonSettings(BaseModel):
     grace_s: float = Field(60.0, ge=0, description="Late data allowed before a window closes on the watermark.")
     silence_s: float = Field(120.0, gt=0, description="Streams silent this long: windows close on the wall clock.")
     stats_every_s: float = Field(60.0, gt=0, description="Period of the stats message.")
+    index_every_s: float = Field(10.0, gt=0, description="Period of the background embedding of new units.")
     caption_queue: int = Field(20000, ge=10, description="Captions waiting to be stored before drops.")
     query_queue: int = Field(100, ge=1, description="Questions waiting before drops.")
     embedded_broker: bool = Field(True, description="With no mqtt.host and no broker on localhost:1883, start one.")

@@ -49,16 +49,24 @@ class VectorIndex:
         return bool(self.store.db.execute(
             "SELECT 1 FROM sqlite_master WHERE name = ?", (self.table,)).fetchone())
 
+    def reset(self) -> None:
+        """Forget every vector: the next refresh embeds the whole source again."""
+        self.store.db.execute("DELETE FROM vector_indices WHERE name = ?", (self.source.name,))
+
     def pending(self) -> int:
         rev = self._ensure()
         return self.store.db.execute(f"SELECT COUNT(*) FROM {self.source.table} WHERE rev > ?", (rev,)).fetchone()[0]
 
-    def refresh(self, progress: Callable[[int], None] | None = None) -> int:
-        """Embeds the rows changed since the last refresh; returns how many were (re)embedded."""
+    def refresh(self, progress: Callable[[int], None] | None = None, *, limit: int | None = None) -> int:
+        """Embeds the rows changed since the last refresh; returns how many were (re)embedded.
+        With `limit`, a backlog larger than that is left alone (to a background refresh) and 0 returned."""
         rev = self._ensure()
         s = self.source
         db = self.store.db
         top = self.store.revision()
+        if limit is not None and db.execute(f"SELECT COUNT(*) FROM {s.table} WHERE rev > ? AND rev <= ?",
+                                            (rev, top)).fetchone()[0] > limit:
+            return 0
         rows = db.execute(
             f"SELECT id, {s.agent_sql}, {s.asof_sql}, {s.text_sql} FROM {s.table} WHERE rev > ? AND rev <= ? "
             "ORDER BY id", (rev, top)).fetchall()

@@ -111,12 +111,14 @@ def main() -> int:
 
     s = load_settings()
     clock = wiring.clock_of(s)
-    answerer = Answerer(wiring.open_store(s, db), clock, s.answer, wiring.build_llm(s), budget=s.retrieval.budget)
+    answerer = Answerer(wiring.open_store(s, db), clock, s.answer, wiring.build_llm(s), budget=s.retrieval.budget,
+                        search=s.retrieval)
     in_process = []
     for i in range(args.questions):
         q, opts, as_of = QUESTIONS[i % len(QUESTIONS)]
         t = time.perf_counter()
-        answerer.answer(Query(q, clock.parse(as_of), tuple(opts), asker=s.retrieval.asker, budget=s.retrieval.budget))
+        answerer.answer(Query(q, clock.parse(as_of), tuple(opts), asker=s.retrieval.asker, budget=s.retrieval.budget,
+                        search=s.retrieval))
         in_process.append((time.perf_counter() - t) * 1000)
     print(json.dumps({
         "ingest": {"captions": args.captions, "stored": stored, "publish_s": round(pub_s, 2),
