@@ -48,6 +48,7 @@ class SearchSettings(BaseModel):
     entities: bool = Field(True, description="Follow the question's key objects; rank by strict-to-loose match.")
     options_apart: bool = Field(True, description="Score each answer option with the question on its own.")
     option_weight: float = Field(1.0, ge=0, description="Weight of an option's words against the question's.")
+    name_option_share: float = Field(0.5, ge=0, description="Share of the option weight for people's names.")
     dense_weight: float = Field(0.6, ge=0, description="Weight of the dense score against BM25's 1.")
     window_weight: float = Field(0.3, ge=0, description="Weight of the 10-minute pooled score.")
     hour_weight: float = Field(0.2, ge=0, description="Weight of the 1-hour pooled score.")

@@ -101,7 +101,7 @@ class HybridRetriever:
             if o:
                 w = self.lexical.weights(replace(q, options=()))
                 for t in query_tokens(o):
-                    w[t] = w.get(t, 0.0) + self.s.option_weight
+                    w[t] = w.get(t, 0.0) + self.s.option_weight * (self.s.name_option_share if t in self.people() else 1.0)
                 out.append(w)
         return out
 
