@@ -66,7 +66,7 @@ class MemorySearch:
         agent_id = {v: k for k, v in self.store.agents().items()}.get(req.agent)
         if agent_id is None:
             return []
-        if self.hybrid:
+        if self.hybrid and s.agent_search == "hybrid":
             sub = replace(q, question=req.query, agents=(req.agent,), budget=s.agent_top_k)
             return [replace(u, extra={"query": req.query}) for u in self.hybrid.retrieve(sub).units]
         weights = dict.fromkeys(query_tokens(req.query), 1.0)

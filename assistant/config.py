@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -28,6 +29,8 @@ class AnswerSettings(BaseModel):
     keep_best: bool = Field(
         True, description="Keep an agent's best unit even under the threshold (false: EgoMAS exactly)."
     )
+    agent_search: Literal["hybrid", "egomas"] = Field(
+        "hybrid", description="Per-agent search: the hybrid retriever, or EgoMAS's BM25 with the threshold below.")
     retrieve_top_k: int = Field(100, ge=1, description="Candidates searched before filtering to one agent.")
     fallback_top_k: int = Field(1000, ge=1, description="Candidates searched when the first pass finds too few.")
     planner: Literal["llm", "rule"] = Field("llm", description="Who picks agents and sub-queries.")
@@ -42,6 +45,9 @@ class SearchSettings(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     dense: bool = Field(True, description="Fuse MiniLM vectors (sqlite-vec) with BM25.")
+    embedding_model: Path | None = Field(
+        None, description="A sentence-transformers ONNX export (default: the bundled all-MiniLM-L6-v2 int8).")
+    embedding_tokenizer: Path | None = Field(None, description="Its tokenizer.json (with embedding_model).")
     temporal: bool = Field(True, description="Read the question's time intent: soft range, latest/earliest/habit.")
     scales: bool = Field(True, description="Pool evidence over 10-minute and 1-hour windows.")
     context: bool = Field(True, description="A unit borrows part of its neighbours' score.")

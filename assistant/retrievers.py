@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from functools import partial
 
 from assistant.config import SearchSettings
 from assistant.hybrid import HybridRetriever
@@ -54,7 +55,7 @@ class Retrievers:
         if self._vectors is None:
             from memory.vectors import VectorIndex
 
-            factory = self._embedder_factory or _bundled_embedder
+            factory = self._embedder_factory or partial(_embedder, self.settings)
             self._embedder = factory()
             self._vectors = VectorIndex(self.store, self._embedder.embed, model=self._embedder.name,
                                         dim=self._embedder.dim)
@@ -109,7 +110,7 @@ class Retrievers:
         return r
 
 
-def _bundled_embedder():
+def _embedder(s: SearchSettings):
     from models.embed import Embedder
 
-    return Embedder()
+    return Embedder(s.embedding_model, s.embedding_tokenizer)

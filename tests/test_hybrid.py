@@ -73,3 +73,18 @@ def test_an_unloadable_embedding_model_leaves_lexical_search(slice_db, clock):
     r = Retrievers(Store(slice_db, readonly=True), clock, SearchSettings(), embedder_factory=broken)
     got = ask(r, clock, "default", *SCREWDRIVER)
     assert got.units and not r.dense_ok()
+
+
+def test_planned_requests_search_one_agent_each(pool, clock):
+    from assistant.agentwise import MemorySearch
+    from assistant.config import AnswerSettings
+    from assistant.planner import Request
+
+    q = Query("Who used the screwdriver first?", clock.parse("DAY1 11:21:02"), asker="A1_JAKE")
+    hybrid = MemorySearch(pool.store, AnswerSettings(agent_top_k=4), pool.make("default"))
+    hybrid.refresh()
+    got = hybrid.for_agent(Request("A2_ALICE", "screwdriver"), q)
+    assert len(got) == 4 and {u.agent for u in got} == {"A2_ALICE"} and got[0].extra["query"] == "screwdriver"
+    egomas = MemorySearch(pool.store, AnswerSettings(agent_search="egomas", score_threshold=1e6, keep_best=False),
+                          pool.make("default"))
+    assert egomas.for_agent(Request("A2_ALICE", "screwdriver"), q) == []  # EgoMAS's threshold applies
