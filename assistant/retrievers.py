@@ -62,7 +62,7 @@ class Retrievers:
         return self._vectors, self._embedder
 
     def prepare(self, progress: Callable[[int, str], Callable[[int], None]] | None = None, *,
-                lexical: bool = True) -> dict[str, int]:
+                lexical: bool = True, stop: Callable[[], bool] | None = None, batch: int = 256) -> dict[str, int]:
         """Brings every index up to date, embedding any backlog (a first run over an imported week
         takes minutes on 2 cores); `progress(total, name)` gives a callback per embedded batch."""
         if lexical:
@@ -73,7 +73,7 @@ class Retrievers:
         seg, _ = self.vectors()
         for vi in (seg, self.event_vectors()):
             tick = progress(vi.pending(), vi.source.name) if progress else None
-            done[vi.source.name] = vi.refresh(tick)
+            done[vi.source.name] = vi.refresh(tick, stop=stop, batch=batch)
         return done
 
     def event_vectors(self):

@@ -8,6 +8,7 @@ import json
 import logging
 import os
 import signal
+import threading
 import time
 from functools import partial
 from pathlib import Path
@@ -35,6 +36,7 @@ class Daemon:
         self.broker: EmbeddedBroker | None = None
         self.counts = {"windows": 0, "events": 0, "errors_sent": 0}
         self._kick = asyncio.Event()
+        self.closing = threading.Event()  # asked by work in threads that must end with the process
 
     # -- start-up -------------------------------------------------------------------------
     async def _broker_host(self) -> tuple[str, int]:
@@ -118,6 +120,7 @@ class Daemon:
         finally:
             notify("STOPPING=1")
             llm.closing.set()  # a generation in a worker thread ends at its next token
+            self.closing.set()  # and a background embedding at its next batch
             await self.link.close()
             if self.broker:
                 await self.broker.stop()
@@ -186,7 +189,7 @@ class Daemon:
         mine = Retrievers(wiring.open_store(self.settings, self.db), self.clock, self.settings.retrieval,
                           embedder_factory=lambda: retrievers.vectors()[1])
         while True:
-            done = await asyncio.to_thread(mine.prepare, lexical=False)
+            done = await asyncio.to_thread(mine.prepare, lexical=False, stop=self.closing.is_set, batch=32)
             if any(done.values()):
                 logger.info("embedded %s", done)
             await asyncio.sleep(self.settings.daemon.index_every_s)

@@ -57,9 +57,12 @@ class VectorIndex:
         rev = self._ensure()
         return self.store.db.execute(f"SELECT COUNT(*) FROM {self.source.table} WHERE rev > ?", (rev,)).fetchone()[0]
 
-    def refresh(self, progress: Callable[[int], None] | None = None, *, limit: int | None = None) -> int:
+    def refresh(self, progress: Callable[[int], None] | None = None, *, limit: int | None = None,
+                stop: Callable[[], bool] | None = None, batch: int = BATCH) -> int:
         """Embeds the rows changed since the last refresh; returns how many were (re)embedded.
-        With `limit`, a backlog larger than that is left alone (to a background refresh) and 0 returned."""
+        With `limit`, a backlog larger than that is left alone (to a background refresh) and 0
+        returned. `stop()` is asked between batches: a stopped refresh keeps what it stored and
+        the next one embeds the rest again."""
         rev = self._ensure()
         s = self.source
         db = self.store.db
@@ -71,8 +74,10 @@ class VectorIndex:
             f"SELECT id, {s.agent_sql}, {s.asof_sql}, {s.text_sql} FROM {s.table} WHERE rev > ? AND rev <= ? "
             "ORDER BY id", (rev, top)).fetchall()
         t0, done = time.perf_counter(), 0
-        for i in range(0, len(rows), BATCH):
-            chunk = rows[i:i + BATCH]
+        for i in range(0, len(rows), batch):
+            if stop and stop():
+                return done
+            chunk = rows[i:i + batch]
             views = [(r[0], r[1], r[2], self.view(r[3])) for r in chunk]
             keep = [v for v in views if v[3]]
             vecs = self.embed([v[3] for v in keep]) if keep else np.zeros((0, self.dim), np.float32)
