@@ -14,12 +14,14 @@ from dataclasses import dataclass, field, replace
 from assistant.agentwise import MemorySearch
 from assistant.config import AnswerSettings, SearchSettings
 from assistant.context import fit_units
+from assistant.frames import FrameFinder, frames_json
 from assistant.planner import Request, plan
 from assistant.prompts import ANSWER_SYSTEM, answer_schema
 from assistant.query import Query, person_name
 from assistant.retrievers import Retrievers
 from memory.clock import HouseClock
 from memory.events import Event
+from memory.frames import FrameStore
 from memory.records import Unit
 from memory.store import Store
 from memory.tokenize import estimate_tokens
@@ -52,6 +54,7 @@ class Answer:
     usage: Usage
     status: str = "ok"
     error: str = ""
+    frames: list = field(default_factory=list)  # (Frame, why, distance) shown with the answer
 
 
 class Answerer:
@@ -68,6 +71,7 @@ class Answerer:
         self.clock, self.settings, self.llm = clock, settings, llm
         self.shared, self.dynamic, self.budget = shared, dynamic, budget
         self.planner = planner or settings.planner
+        self.frames = FrameFinder(FrameStore(store))  # the daemon swaps in one with its embedder
 
     # -- retrieval ----------------------------------------------------------------------
     def gather(self, q: Query) -> Gathered:
@@ -133,7 +137,7 @@ class Answerer:
         timings = dict(g.timings_ms, answering=(time.perf_counter() - t0) * 1000)
         evidence = [units[i - 1] for i in cites] or units[:3]
         return Answer(q.question, text, choice, evidence, bool(cites), replace(g, units=units), context_tokens,
-                      timings, usage, status, error)
+                      timings, usage, status, error, self.frames.find(q, evidence))
 
     def fit(self, units: list[Unit], q: Query, budget: int, count) -> tuple[list[Unit], str]:
         return fit_units(units, q, budget, count, self.clock.label)
@@ -168,6 +172,7 @@ def answer_json(a: Answer, clock: HouseClock, as_of_ms: int) -> dict:
         "plan": {"planner": g.planner, "requests": [{"agent": r.agent, "query": r.query} for r in g.requests]},
         "events": [{"who": list(e.who), "what": e.what, "where": e.where, "how": e.how,
                     "start": clock.iso(e.start_ms), "end": clock.iso(e.end_ms)} for e in g.events],
+        "frames": frames_json(a.frames, clock),
         "context": {"units": len(g.units), "tokens": a.context_tokens},
         "timings_ms": {k: round(v, 1) for k, v in a.timings_ms.items()},
         "tokens": {"prompt": a.usage.prompt_tokens, "completion": a.usage.completion_tokens},

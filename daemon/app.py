@@ -37,6 +37,7 @@ class Daemon:
         self.counts = {"windows": 0, "events": 0, "errors_sent": 0}
         self._kick = asyncio.Event()
         self.closing = threading.Event()  # asked by work in threads that must end with the process
+        self.hearing = self.seeing = None
 
     # -- start-up -------------------------------------------------------------------------
     async def _broker_host(self) -> tuple[str, int]:
@@ -66,8 +67,12 @@ class Daemon:
             self.ingestor.offer(agent, m.payload, m.topic)
         elif kind == "query":
             self.desk.offer(m)
+        elif kind == "audio" and self.hearing:
+            self.hearing.offer(agent, m)
+        elif kind == "frame" and self.seeing:
+            self.seeing.offer(agent, m)
         elif kind in ("audio", "frame"):
-            self.report("unsupported", f"{kind} streams are not handled by this version yet", topic=m.topic,
+            self.report("unsupported", f"{kind} streams are turned off in the settings", topic=m.topic,
                         agent=agent)
 
     async def run(self) -> int:
@@ -76,8 +81,10 @@ class Daemon:
         notify("STATUS=loading models")
         host, port = await self._broker_host()
         llm = await asyncio.to_thread(wiring.build_llm, s)
+        embedder, captioner = await asyncio.to_thread(wiring.build_vision, s)
         from assistant.answer import Answerer
         from assistant.consolidate import Consolidator
+        from assistant.frames import FrameFinder
         from assistant.retrievers import Retrievers
         from memory.events import EventStore
 
@@ -87,6 +94,7 @@ class Daemon:
         retrievers = Retrievers(wiring.open_store(s, self.db), self.clock, s.retrieval)
         answerer = Answerer(retrievers.store, self.clock, s.answer, llm, budget=s.retrieval.budget,
                             retrievers=retrievers)
+        answerer.frames = FrameFinder(wiring.frame_store(s, retrievers.store), embedder)
         password = s.mqtt.password.get_secret_value() if s.mqtt.password else None
         self.link = Link(LinkConfig(host=host, port=port, username=s.mqtt.username, password=password,
                                     client_id=s.mqtt.client_id, root=s.mqtt.root,
@@ -95,6 +103,18 @@ class Daemon:
                                  max_bytes=s.daemon.max_caption_bytes, grace_ms=int(s.daemon.grace_s * 1000),
                                  silence_s=s.daemon.silence_s, report=self.report)
         self.ingestor.on_batch = self._maybe_kick
+        self.hearing = self.seeing = None
+        if s.speech.enabled:
+            from daemon.hearing import Hearing
+
+            self.hearing = Hearing(wiring.open_store(s, self.db), s.speech, report=self.report,
+                                   advance=self.ingestor.advance)
+            await asyncio.to_thread(self.hearing.load)
+        if s.frames.enabled:
+            from daemon.seeing import Seeing
+
+            self.seeing = Seeing(wiring.frame_store(s, wiring.open_store(s, self.db)), s.frames, s.vision,
+                                 report=self.report, embedder=embedder, captioner=captioner)
         self.desk = QuestionDesk(answerer, self.clock, self.link.topics, self.link.publish,
                                  queue_size=s.daemon.query_queue, asker=s.retrieval.asker,
                                  budget=s.retrieval.budget, report=self.report)
@@ -108,6 +128,14 @@ class Daemon:
                 tg.create_task(self.link.run(), name="mqtt-link")
                 tg.create_task(self.ingestor.run(), name="ingest")
                 tg.create_task(self.desk.run(), name="questions")
+                if self.hearing:
+                    tg.create_task(self.hearing.listen(), name="speech-vad")
+                    tg.create_task(self.hearing.transcribe(), name="speech-asr")
+                if self.seeing:
+                    tg.create_task(self.seeing.store(), name="frames")
+                    if captioner:
+                        tg.create_task(self.seeing.caption(), name="frame-captions")
+                    tg.create_task(self.seeing.retain(), name="frame-retention")
                 tg.create_task(self._scheduler(), name="consolidation")
                 tg.create_task(self._stats(), name="stats")
                 tg.create_task(self._indexer(retrievers), name="indexer")
@@ -206,6 +234,8 @@ class Daemon:
                      "queues": {"captions": self.ingestor.queue.qsize(), "questions": self.desk.queue.qsize(),
                                 "outbox": self.link.outbox.qsize()},
                      "link": {"connects": self.link.connects, "dropped": self.link.dropped},
+                     "speech": self.hearing.stats() if self.hearing else None,
+                     "frames": self.seeing.stats() if self.seeing else None,
                      "answer_ms_p50": lat[len(lat) // 2] if lat else None,
                      "watermarks": {a: self.clock.iso(w) for a, w in self.ingestor.watermarks.items()}}
             self.link.publish(self.link.topics.stats, json.dumps(stats).encode(), qos=0)

@@ -102,6 +102,14 @@ class Ingestor:
             self.watermarks[c.agent] = max(self.watermarks.get(c.agent, 0), c.msg.end)
         self.last_data = time.monotonic()
 
+    def advance(self, agent: str, ms: int) -> None:
+        """Data of `agent` made elsewhere (transcripts, frames) is in memory up to `ms`."""
+        if ms > self.watermarks.get(agent, 0):
+            self.watermarks[agent] = ms
+            self.last_data = time.monotonic()
+            if self.on_batch:
+                self.on_batch()
+
     def closed_until(self, now_ms: int) -> int:
         """Event time up to which windows are closed: the newest data seen minus the grace while
         streams run; the wall clock once they have been silent for `silence_s`."""

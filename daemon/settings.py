@@ -27,7 +27,8 @@ from pydantic_settings import (
 )
 
 from assistant.config import AnswerSettings, ConsolidationSettings, SearchSettings
-from models.config import LlmSettings
+from memory.frames import FrameSettings
+from models.config import LlmSettings, SpeechSettings, VisionSettings
 
 logger = logging.getLogger(__name__)
 
@@ -131,6 +132,9 @@ class Settings(BaseSettings):
         default_factory=ConsolidationSettings, description="Shared-memory events."
     )
     answer: AnswerSettings = Field(default_factory=AnswerSettings, description="Question answering.")
+    speech: SpeechSettings = Field(default_factory=SpeechSettings, description="Speech to transcripts.")
+    frames: FrameSettings = Field(default_factory=FrameSettings, description="Camera frames on disk.")
+    vision: VisionSettings = Field(default_factory=VisionSettings, description="Optional vision models.")
 
     @classmethod
     def settings_customise_sources(

@@ -112,9 +112,33 @@ def m0004_vectors(conn: sqlite3.Connection) -> None:
     )
 
 
+def m0005_frames(conn: sqlite3.Connection) -> None:
+    """Camera frames: the JPEG lives on disk (path relative to the frames folder), its facts here.
+    Their vectors (with a vision embedder) live in a vec0 table made at run time, recorded in
+    `vector_indices` like the text vectors."""
+    conn.execute(
+        """CREATE TABLE frames (
+            id INTEGER PRIMARY KEY,
+            agent_id INTEGER NOT NULL REFERENCES agents(id),
+            ts_ms INTEGER NOT NULL,
+            seq INTEGER NOT NULL,
+            path TEXT NOT NULL UNIQUE,
+            bytes INTEGER NOT NULL,
+            width INTEGER,
+            height INTEGER,
+            ext_id TEXT NOT NULL,
+            recorded_ms INTEGER NOT NULL,
+            UNIQUE (agent_id, ext_id)
+        )"""
+    )
+    conn.execute("CREATE INDEX frames_time ON frames (ts_ms)")
+    conn.execute("CREATE INDEX frames_agent_time ON frames (agent_id, ts_ms)")
+
+
 MIGRATIONS = [
     ("0001_core", m0001_core),
     ("0002_change_log", m0002_change_log),
     ("0003_consolidation", m0003_consolidation),
     ("0004_vectors", m0004_vectors),
+    ("0005_frames", m0005_frames),
 ]

