@@ -70,16 +70,21 @@ class AgentAudio:
         if h.seq <= self.last_seq and gap <= JITTER_MS:
             return [], "late"  # a duplicate or out of order: its place in the stream is taken
         note, out = None, []
-        if abs(gap) <= JITTER_MS or (h.seq == self.last_seq + 1 and gap < 0):
-            if abs(gap) > JITTER_MS:  # the agent's clock and its sample count disagree: trust the clock
+        lost = h.seq > self.last_seq + 1 and self.last_seq >= 0  # chunks in between never came
+        if (lost and gap > 0) or gap > JITTER_MS:
+            if gap <= self.s.gap_fill_ms:  # lost audio: silence in its place keeps the stream's time
+                out += self.utterances(self.gate.feed(np.zeros(gap * RATE // 1000, dtype=np.float32)))
+                note = "gap"
+            else:
+                note = "jump"
+        elif gap < -JITTER_MS:
+            if lost or gap < -self.s.gap_fill_ms:
+                note = "jump"
+            else:  # the agent's clock and its sample count disagree: trust the clock
                 self.anchor_ms, self.anchor_pos = h.ts, self.gate.end
-        elif 0 < gap <= self.s.gap_fill_ms:
-            out += self.utterances(self.gate.feed(np.zeros(gap * RATE // 1000, dtype=np.float32)))
-            note = "gap"
-        else:  # a long gap, or the agent restarted: the open utterance ends where its audio ended
+        if note == "jump":  # a long gap, or the agent restarted: the open utterance ends with its audio
             out += self.utterances(self.gate.flush())
             self.anchor_ms, self.anchor_pos = h.ts, self.gate.end
-            note = "jump"
         self.last_seq = h.seq
         out += self.utterances(self.gate.feed(samples))
         return out, note

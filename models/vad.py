@@ -65,7 +65,8 @@ class Utterances:
         lo = self.done - self.base
         has_prev = lo >= WINDOW  # the previous window gives the first new one its context
         chunk = self.buf[lo - WINDOW if has_prev else lo: lo + n * WINDOW]
-        probs = np.asarray(self.model(chunk)).reshape(-1)[1 if has_prev else 0:]
+        # a copy: the model writes into its input (it zeroes the last window's tail as context)
+        probs = np.asarray(self.model(chunk.copy())).reshape(-1)[1 if has_prev else 0:]
         cuts = []
         for k, p in enumerate(probs):
             w = self.done + k * WINDOW
