@@ -98,7 +98,9 @@ class Hearing:
                  advance: Callable[[str, int], None]):
         self.store, self.s = store, settings
         self.report, self.advance = report, advance  # advance(agent, ms): the agent's watermark
-        self.queue: asyncio.Queue[tuple[str, MediaHeader, bytes, str]] = asyncio.Queue(maxsize=settings.queue)
+        self.queue: asyncio.Queue[tuple[str, MediaHeader, bytes, str]] = asyncio.Queue()
+        self.queued_bytes = 0  # the queue is bounded in bytes: chunk sizes vary
+        self.heard_at: dict[str, float] = {}  # agent -> wall clock of its last chunk
         self.streams: dict[str, AgentAudio] = {}
         self.backlog: deque[Utterance] = deque()
         self.pending: dict[str, list[int]] = {}  # agent -> starts of its utterances not yet stored
@@ -129,9 +131,10 @@ class Hearing:
         except StreamError as e:
             self.counts["rejected"] += 1
             return self.report(e.code, str(e), topic=m.topic, agent=agent)
-        try:
+        if self.queued_bytes + len(pcm) <= self.s.queue_mb * 1e6:
             self.queue.put_nowait((agent, h, pcm, m.topic))
-        except asyncio.QueueFull:
+            self.queued_bytes += len(pcm)
+        else:
             self.counts["dropped"] += 1
             if self.counts["dropped"] in (1, 10, 100) or self.counts["dropped"] % 1000 == 0:
                 self.report("queue_full", f"audio queue full: {self.counts['dropped']} chunks dropped so far",
@@ -140,9 +143,16 @@ class Hearing:
     # -- voice activity -----------------------------------------------------------------
     async def listen(self) -> None:
         while True:
-            batch = [await self.queue.get()]
+            try:
+                batch = [await asyncio.wait_for(self.queue.get(), timeout=self.s.idle_flush_s / 2)]
+            except TimeoutError:
+                self._flush_idle()
+                continue
             while not self.queue.empty() and len(batch) < 200:
                 batch.append(self.queue.get_nowait())
+            self.queued_bytes -= sum(len(pcm) for _, _, pcm, _ in batch)
+            now = time.monotonic()
+            self.heard_at.update((agent, now) for agent, _, _, _ in batch)
             found, notes = await asyncio.to_thread(self._detect, batch)
             for note, agent, topic, h in notes:
                 self.counts[{"late": "late", "gap": "gaps", "jump": "jumps"}[note]] += 1
@@ -153,6 +163,15 @@ class Hearing:
             for u in found:
                 self._enqueue(u)
             for agent in {a for a, _, _, _ in batch}:
+                self._advance(agent)
+
+    def _flush_idle(self) -> None:
+        """An agent that stopped sending (switched off, out of range) mid-sentence: cut what it said."""
+        now = time.monotonic()
+        for agent, stream in self.streams.items():
+            if stream.gate.speech_start is not None and now - self.heard_at.get(agent, now) >= self.s.idle_flush_s:
+                for u in stream.utterances(stream.gate.flush()):
+                    self._enqueue(u)
                 self._advance(agent)
 
     def _detect(self, batch) -> tuple[list[Utterance], list]:

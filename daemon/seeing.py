@@ -32,7 +32,8 @@ class Seeing:
                  embedder=None, captioner=None):
         self.frames, self.fs, self.vs, self.report = frames, fs, vs, report
         self.embedder, self.captioner = embedder, captioner
-        self.queue: asyncio.Queue[tuple[str, MediaHeader, bytes, str]] = asyncio.Queue(maxsize=fs.queue)
+        self.queue: asyncio.Queue[tuple[str, MediaHeader, bytes, str]] = asyncio.Queue()
+        self.queued_bytes = 0  # bounded in bytes, not frames: a frame may be 5 kB or 2 MB
         self.last_kept: dict[str, int] = {}
         self.newest: dict[str, tuple[Frame, bytes]] = {}  # per agent, for the captioner
         self.last_caption: dict[str, int] = {}
@@ -58,10 +59,11 @@ class Seeing:
         if last is not None and 0 <= h.ts - last < self.fs.every_ms:
             self.counts["skipped"] += 1  # a fast camera: one frame per `every_ms` is kept
             return
-        try:
+        if self.queued_bytes + len(jpeg) <= self.fs.queue_mb * 1e6:
             self.queue.put_nowait((agent, h, jpeg, m.topic))
+            self.queued_bytes += len(jpeg)
             self.last_kept[agent] = h.ts
-        except asyncio.QueueFull:
+        else:
             self.counts["dropped"] += 1
             if self.counts["dropped"] in (1, 10, 100) or self.counts["dropped"] % 1000 == 0:
                 self.report("queue_full", f"frame queue full: {self.counts['dropped']} dropped so far",
@@ -73,6 +75,7 @@ class Seeing:
             batch = [await self.queue.get()]
             while not self.queue.empty() and len(batch) < 50:
                 batch.append(self.queue.get_nowait())
+            self.queued_bytes -= sum(len(j) for _, _, j, _ in batch)
             for agent, topic, message in await asyncio.to_thread(self._write, batch):
                 self.counts["rejected"] += 1
                 self.report("bad_frame", message, topic=topic, agent=agent)

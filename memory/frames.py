@@ -40,7 +40,7 @@ class FrameSettings(BaseModel):
     max_age_h: float = Field(168.0, gt=0, description="Frames older than this (capture time) are deleted.")
     max_mb: float = Field(10240.0, gt=0, description="Total size of the stored frames; the oldest go first.")
     max_frame_bytes: int = Field(2_000_000, ge=1024, description="Larger frame messages are rejected.")
-    queue: int = Field(300, ge=1, description="Frames waiting to be written before drops.")
+    queue_mb: float = Field(64.0, gt=0, description="Frames waiting to be written before drops.")
     retention_every_s: float = Field(30.0, gt=0, description="Period of the retention pass.")
 
 

@@ -40,7 +40,10 @@ class SpeechSettings(BaseModel):
                                                      "gap ends the utterance.")
     backlog_s: float = Field(300.0, gt=0, description="Speech waiting for recognition (all agents) before the "
                                                       "oldest is dropped and reported.")
-    queue: int = Field(2000, ge=10, description="Audio chunks waiting for voice detection before drops.")
+    queue_mb: float = Field(16.0, gt=0, description="Audio waiting for voice detection before drops (16 MB: "
+                                                    "8 minutes of one stream).")
+    idle_flush_s: float = Field(2.0, gt=0, description="An agent's audio silent this long (wall clock): its open "
+                                                       "utterance is cut and transcribed.")
     max_chunk_bytes: int = Field(320_000, ge=1024, description="Larger audio messages (10 s) are rejected.")
 
 

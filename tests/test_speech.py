@@ -136,3 +136,20 @@ async def test_the_backlog_is_bounded_and_its_overflow_reported(store, talk):
         task.cancel()
     assert h.backlog_s() <= 4.0 and h.counts["backlog_dropped"] >= 1
     assert "audio_backlog" in reports
+
+
+async def test_an_agent_that_stops_mid_sentence_has_its_words_cut_after_the_idle_time(store, talk):
+    h = Hearing(store, SpeechSettings(idle_flush_s=0.4), report=lambda *a, **k: None, advance=lambda a, ms: None)
+    cut_at = len(talk) * 5 // 12  # somewhere inside the second sentence
+    for hd, pcm in chunks(talk[:cut_at], 100):
+        h.offer("r1", Inbound("t", pcm.tobytes(), 0, user=dict(hd.user_properties())))
+    task = asyncio.create_task(h.listen())
+    try:
+        for _ in range(100):
+            await asyncio.sleep(0.05)
+            if h.counts["utterances"] >= 2:
+                break
+    finally:
+        task.cancel()
+    assert h.counts["utterances"] == 2 and h.backlog[1].end_ms <= T0 + cut_at // 16
+    assert h.queued_bytes == 0
