@@ -97,6 +97,21 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--limit", type=int, help="stop after N captions")
         _common(p)
 
+    tr = sub.add_parser("transcribe", help="transcribe a WAV recording of one agent into the memory")
+    tr.add_argument("path", type=Path)
+    tr.add_argument("--agent", required=True, help="whose recording it is")
+    tr.add_argument("--start", required=True, help="capture time of its first sample ('DAY1 11:00:00', ISO 8601, ...)")
+    _common(tr)
+
+    fr = sub.add_parser("frames", help="the stored camera frames: counts, retention now, search by text or time")
+    fr.add_argument("--search", help="frames matching this text (needs vision.embedder)")
+    fr.add_argument("--at", help="frames nearest this time (with --agent)")
+    fr.add_argument("--agent", action="append", help="only this agent (repeatable)")
+    fr.add_argument("--as-of", default="now", help="only frames captured before this time")
+    fr.add_argument("--limit", type=int, default=5)
+    fr.add_argument("--enforce", action="store_true", help="apply the retention policy now")
+    _common(fr)
+
     ch = sub.add_parser("chat", help="ask questions interactively (of the running daemon, else in process)")
     ch.add_argument("--asker", help="who asks: 'I' in the questions means this agent")
     ch.add_argument("--local", action="store_true", help="answer in process even when a daemon runs")

@@ -24,7 +24,11 @@ def dispatch(args: argparse.Namespace) -> int:
         "import": cmd_import, "retrieve": cmd_retrieve, "bench": cmd_bench,
         "status": cmd_status, "index": cmd_index, "config": cmd_config, "consolidate": cmd_consolidate,
         "ask": cmd_ask, "run": cmd_run, "replay": cmd_replay, "chat": cmd_chat,
-    }[args.command]
+    }.get(args.command)
+    if handler is None:  # the perception commands live beside this file
+        from daemon import perceive
+
+        handler = {"transcribe": perceive.cmd_transcribe, "frames": perceive.cmd_frames}[args.command]
     return handler(args)
 
 

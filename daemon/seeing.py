@@ -71,6 +71,10 @@ class Seeing:
 
     async def store(self) -> None:
         await asyncio.to_thread(self.frames.sweep)
+        if self.embedder is not None:
+            n = await asyncio.to_thread(self._locked, backfill, self.frames, self.embedder)
+            if n:
+                logger.info("made vectors for %d frames stored before the embedder", n)
         while True:
             batch = [await self.queue.get()]
             while not self.queue.empty() and len(batch) < 50:
@@ -141,6 +145,10 @@ class Seeing:
             self.kept = {"frames": r.kept, "bytes": r.kept_bytes}
             await asyncio.sleep(self.fs.retention_every_s)
 
+    def _locked(self, fn, *args):
+        with self._db:  # one worker thread at a time on the connection
+            return fn(*args)
+
     def _enforce(self):
         with self._db:
             return self.frames.enforce(max_bytes=int(self.fs.max_mb * 1_000_000),
@@ -149,3 +157,17 @@ class Seeing:
     def stats(self) -> dict:
         return self.counts | {"kept": self.kept["frames"], "kept_bytes": self.kept["bytes"],
                               "queue": self.queue.qsize()}
+
+
+def backfill(frames: FrameStore, embedder, batch: int = 32) -> int:
+    """Vectors for the frames that have none (stored before the embedder was configured); a frame
+    that cannot be read or decoded is skipped."""
+    todo, done = frames.without_vectors(limit=10**7), 0
+    for i in range(0, len(todo), batch):
+        for f in todo[i:i + batch]:
+            try:
+                frames.add_vector(f.id, embedder.embed_images([f.path.read_bytes()])[0])
+                done += 1
+            except (ModelError, OSError) as e:
+                logger.warning("no vector for frame %s: %s", f.path, e)
+    return done
