@@ -130,7 +130,8 @@ class Daemon:
                 tg.create_task(self.desk.run(), name="questions")
                 if self.hearing:
                     tg.create_task(self.hearing.listen(), name="speech-vad")
-                    tg.create_task(self.hearing.transcribe(), name="speech-asr")
+                    for i in range(s.speech.workers):
+                        tg.create_task(self.hearing.transcribe(), name=f"speech-asr-{i}")
                 if self.seeing:
                     tg.create_task(self.seeing.store(), name="frames")
                     if captioner:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 import time
 from collections import deque
 from collections.abc import Callable
@@ -106,6 +107,7 @@ class Hearing:
         self.pending: dict[str, list[int]] = {}  # agent -> starts of its utterances not yet stored
         self._ready = asyncio.Event()
         self.model: Transcriber | None = None
+        self._loading = threading.Lock()
         self.counts = {"chunks": 0, "rejected": 0, "dropped": 0, "late": 0, "gaps": 0, "jumps": 0, "utterances": 0,
                        "transcripts": 0, "backlog_dropped": 0, "audio_s": 0.0, "speech_s": 0.0, "asr_s": 0.0}
 
@@ -114,7 +116,7 @@ class Hearing:
 
         s = self.s
         self.model = Transcriber(resolve_whisper(s.model), device=s.device, compute_type=s.compute_type,
-                                 threads=s.threads, language=s.language, beam_size=s.beam_size)
+                                 threads=s.threads, workers=s.workers, language=s.language, beam_size=s.beam_size)
 
     # -- from the link (never blocks) ---------------------------------------------------
     def offer(self, agent: str, m: Inbound) -> None:
@@ -229,8 +231,9 @@ class Hearing:
                 self._advance(u.agent)
 
     def _recognise(self, u: Utterance) -> int:
-        if self.model is None:
-            self.load()
+        with self._loading:  # several recognition workers: the model loads once
+            if self.model is None:
+                self.load()
         heard = self.model.transcribe(u.audio)
         self.counts["speech_s"] += heard.audio_s
         self.counts["asr_s"] += heard.seconds

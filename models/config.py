@@ -30,6 +30,7 @@ class SpeechSettings(BaseModel):
     device: str = Field("auto", pattern=r"^(auto|cpu|cuda)$", description="auto: a CUDA GPU when there is one.")
     compute_type: str = Field("default", description="CTranslate2 compute type; default: int8 on CPU, float16 on GPU.")
     threads: int = Field(0, ge=0, le=512, description="CPU threads of the recogniser (0: CTranslate2's default).")
+    workers: int = Field(1, ge=1, le=64, description="Utterances recognised at once (each on `threads` cores).")
     language: str | None = Field("en", description="Language of a multilingual model; None detects it.")
     beam_size: int = Field(1, ge=1, le=10, description="Beam search width (1: greedy, the fastest).")
     vad_threshold: float = Field(0.5, gt=0, lt=1, description="Speech probability that starts an utterance.")
