@@ -216,12 +216,6 @@ class FrameStore:
             return []
         return self._frames(f"f.id NOT IN (SELECT rowid FROM {VEC_TABLE})", (), order="f.ts_ms DESC", limit=limit)
 
-    def without_vectors(self, limit: int = 64) -> list[Frame]:
-        """Frames stored before the embedder was configured (or changed), newest first."""
-        if not self._vec_dim():
-            return []
-        return self._frames(f"f.id NOT IN (SELECT rowid FROM {VEC_TABLE})", (), order="f.ts_ms DESC", limit=limit)
-
     def vector_count(self) -> int:
         return self.db.execute(f"SELECT COUNT(*) FROM {VEC_TABLE}").fetchone()[0] if self._vec_dim() else 0
 
