@@ -103,7 +103,6 @@ class Daemon:
                                  max_bytes=s.daemon.max_caption_bytes, grace_ms=int(s.daemon.grace_s * 1000),
                                  silence_s=s.daemon.silence_s, report=self.report)
         self.ingestor.on_batch = self._maybe_kick
-        self.hearing = self.seeing = None
         if s.speech.enabled:
             from daemon.hearing import Hearing
 
