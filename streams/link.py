@@ -112,6 +112,9 @@ class Link:
             async with self._client_for_attempt() as client:
                 self._client = client
                 await self._on_connect(client)
+                task = asyncio.current_task()
+                if task is not None and task.cancelling():  # a stop during subscribe/publish, swallowed
+                    raise asyncio.CancelledError
                 self._was_up = True
                 loops = [asyncio.create_task(self._send(client), name="mqtt-send"),
                          asyncio.create_task(self._receive(client), name="mqtt-receive")]
