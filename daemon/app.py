@@ -15,12 +15,13 @@ from pathlib import Path
 
 from daemon import wiring
 from daemon.broker import EmbeddedBroker, listening
+from daemon.guard import Gate, ReportThrottle
 from daemon.ingestor import Ingestor
 from daemon.notify import notify, watchdog_period_s
 from daemon.questions import QuestionDesk
 from daemon.settings import Settings
 from streams.errors import StreamError
-from streams.link import Inbound, Link, LinkConfig
+from streams.link import Inbound, Link
 from streams.messages import dumps, error_payload
 
 logger = logging.getLogger(__name__)
@@ -34,10 +35,13 @@ class Daemon:
         self.clock = wiring.clock_of(settings)
         self.started = time.time()
         self.broker: EmbeddedBroker | None = None
-        self.counts = {"windows": 0, "events": 0, "errors_sent": 0}
+        self.counts = {"windows": 0, "events": 0, "errors_sent": 0, "errors_held": 0, "consolidation_failed": 0}
         self._kick = asyncio.Event()
         self.closing = threading.Event()  # asked by work in threads that must end with the process
         self.hearing = self.seeing = None
+        d = settings.daemon
+        self.gate = Gate(d.allow_agents, d.rate_per_agent, d.rate_burst)
+        self.throttle = ReportThrottle()
 
     # -- start-up -------------------------------------------------------------------------
     async def _broker_host(self) -> tuple[str, int]:
@@ -54,18 +58,39 @@ class Daemon:
         return "127.0.0.1", m.port
 
     def report(self, code: str, message: str, **where) -> None:
+        held = self.throttle.admit(code, where.get("agent"))
+        if held is None:  # a flood of the same complaint: counted, said later
+            self.counts["errors_held"] += 1
+            return
+        if held:
+            message += f" ({held} more like this held back)"
         logger.warning("%s: %s (%s)", code, message, {k: v for k, v in where.items() if v})
         self.counts["errors_sent"] += 1
         self.link.publish(self.link.topics.errors, error_payload(code, message, **where), qos=0)
 
-    def route(self, m: Inbound) -> None:
+    def route(self, m: Inbound) -> bool:
+        """Send a message on its way; True when it was taken (a caption: acknowledged once stored)."""
+        try:
+            return self._route(m)
+        except Exception as e:  # nothing a sender does may end the link's receive loop
+            logger.exception("routing %s", m.topic)
+            self.report("internal", f"{type(e).__name__}: {e}", topic=m.topic)
+            return False
+
+    def _route(self, m: Inbound) -> bool:
         try:
             kind, agent = self.link.topics.parse(m.topic)
         except StreamError as e:
-            return self.report(e.code, str(e), topic=m.topic)
+            self.report(e.code, str(e), topic=m.topic)
+            return False
+        refused = self.gate.check(agent) if agent is not None and kind != "status" else None
+        if refused:
+            self.report(*refused, topic=m.topic, agent=agent)
+            return False
         if kind == "caption":
-            self.ingestor.offer(agent, m.payload, m.topic)
-        elif kind == "query":
+            self.ingestor.offer(agent, m.payload, m.topic, ack=partial(self.link.ack, m))
+            return True
+        if kind == "query":
             self.desk.offer(m)
         elif kind == "audio" and self.hearing:
             self.hearing.offer(agent, m)
@@ -74,6 +99,7 @@ class Daemon:
         elif kind in ("audio", "frame"):
             self.report("unsupported", f"{kind} streams are turned off in the settings", topic=m.topic,
                         agent=agent)
+        return False
 
     async def run(self) -> int:
         s = self.settings
@@ -89,16 +115,13 @@ class Daemon:
         from memory.events import EventStore
 
         # one connection per worker thread; SQLite (WAL) orders the writers
-        ingest_store = wiring.open_store(s, self.db)
+        ingest_store = wiring.open_store(s, self.db, reserve=True)
         self.consolidator = Consolidator(EventStore(wiring.open_store(s, self.db)), llm, self.clock, s.consolidation)
         retrievers = Retrievers(wiring.open_store(s, self.db), self.clock, s.retrieval)
         answerer = Answerer(retrievers.store, self.clock, s.answer, llm, budget=s.retrieval.budget,
                             retrievers=retrievers)
         answerer.frames = FrameFinder(wiring.frame_store(s, retrievers.store), embedder)
-        password = s.mqtt.password.get_secret_value() if s.mqtt.password else None
-        self.link = Link(LinkConfig(host=host, port=port, username=s.mqtt.username, password=password,
-                                    client_id=s.mqtt.client_id, root=s.mqtt.root,
-                                    protocol="3.1.1" if self.broker else "auto"), self.route)
+        self.link = Link(wiring.link_config(s, host, port, protocol="3.1.1" if self.broker else "auto"), self.route)
         self.ingestor = Ingestor(ingest_store, queue_size=s.daemon.caption_queue,
                                  max_bytes=s.daemon.max_caption_bytes, grace_ms=int(s.daemon.grace_s * 1000),
                                  silence_s=s.daemon.silence_s, report=self.report)
@@ -203,7 +226,16 @@ class Daemon:
             self.counts["windows"] += 1
             self.counts["events"] += len(r.events)
 
-        results = await asyncio.to_thread(self.consolidator.run, until_ms=until, on_window=publish_window)
+        try:
+            results = await asyncio.to_thread(self.consolidator.run, until_ms=until, on_window=publish_window)
+        except Exception as e:  # a full disk or a sick database: the windows stay pending, retried next tick
+            from memory.db import is_full
+
+            self.counts["consolidation_failed"] += 1
+            full = is_full(e) or is_full(e.__cause__ or e)
+            logger.warning("consolidation pass failed (%s: %s); windows stay pending", type(e).__name__, e)
+            self.report("disk_full" if full else "internal", f"consolidation paused: {type(e).__name__}: {e}")
+            return
         if any(r.status == "preempted" for r in results):
             self._kick.set()
 
@@ -236,6 +268,7 @@ class Daemon:
                      "link": {"connects": self.link.connects, "dropped": self.link.dropped},
                      "speech": self.hearing.stats() if self.hearing else None,
                      "frames": self.seeing.stats() if self.seeing else None,
+                     "gate": self.gate.counts,
                      "answer_ms_p50": lat[len(lat) // 2] if lat else None,
                      "watermarks": {a: self.clock.iso(w) for a, w in self.ingestor.watermarks.items()}}
             self.link.publish(self.link.topics.stats, json.dumps(stats).encode(), qos=0)

@@ -23,12 +23,12 @@ def parse_line(line: str) -> tuple[str, list[str]]:
     return parts[0], [p for p in parts[1:] if p][:4]
 
 
-async def daemon_online(host: str, port: int, root: str, wait_s: float = 1.5) -> bool:
+async def daemon_online(host: str, port: int, root: str, wait_s: float = 1.5, conn: dict | None = None) -> bool:
     """True when the broker answers and the daemon's retained status says `online`."""
     import aiomqtt
 
     try:
-        async with aiomqtt.Client(host, port, protocol=aiomqtt.ProtocolVersion.V311, timeout=2) as c:
+        async with aiomqtt.Client(host, port, protocol=aiomqtt.ProtocolVersion.V311, timeout=2, **(conn or {})) as c:
             await c.subscribe(f"{root}/status", qos=1)
 
             async def first():
@@ -41,12 +41,12 @@ async def daemon_online(host: str, port: int, root: str, wait_s: float = 1.5) ->
 
 
 async def ask_over_mqtt(host: str, port: int, root: str, question: str, options: list[str], asker: str | None,
-                        timeout_s: float = 600) -> dict:
+                        timeout_s: float = 600, conn: dict | None = None) -> dict:
     import aiomqtt
 
     qid = uuid.uuid4().hex[:12]
     reply = f"{root}/answer/{qid}"
-    async with aiomqtt.Client(host, port, protocol=aiomqtt.ProtocolVersion.V311) as c:
+    async with aiomqtt.Client(host, port, protocol=aiomqtt.ProtocolVersion.V311, **(conn or {})) as c:
         await c.subscribe(reply, qos=1)
         body = {"id": qid, "question": question, "options": options, "asker": asker, "reply_to": reply}
         await c.publish(f"{root}/query", json.dumps(body), qos=1)
@@ -118,13 +118,14 @@ def repl(ask: Callable[[str, list[str]], dict], label: Callable[[str], str], whe
     return 0
 
 
-async def daemon_status(host: str, port: int, root: str, wait_s: float = 1.5) -> dict | None:
+async def daemon_status(host: str, port: int, root: str, wait_s: float = 1.5,
+                        conn: dict | None = None) -> dict | None:
     """The daemon's retained `status` and `status/info`, or None when no broker answers."""
     import aiomqtt
 
     found: dict = {}
     try:
-        async with aiomqtt.Client(host, port, protocol=aiomqtt.ProtocolVersion.V311, timeout=2) as c:
+        async with aiomqtt.Client(host, port, protocol=aiomqtt.ProtocolVersion.V311, timeout=2, **(conn or {})) as c:
             await c.subscribe(f"{root}/status", qos=1)
             await c.subscribe(f"{root}/status/info", qos=1)
 

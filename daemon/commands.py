@@ -204,7 +204,7 @@ def cmd_status(args) -> int:
     from daemon.chat import daemon_status
 
     m = settings.mqtt
-    daemon = asyncio.run(daemon_status(m.host or "127.0.0.1", m.port, m.root))
+    daemon = asyncio.run(daemon_status(m.host or "127.0.0.1", m.port, m.root, conn=wiring.client_kwargs(settings)))
     pending = store.db.execute(
         "SELECT COUNT(*) FROM windows WHERE consolidated_rev IS NULL OR rev > consolidated_rev").fetchone()[0]
     data = {"db": store.path, "counts": counts, "windows_pending": pending,
@@ -378,8 +378,7 @@ def cmd_replay(args) -> int:
     t0 = time.perf_counter()
     sent = asyncio.run(replay(
         captions, host=args.host or m.host or "localhost", port=args.port or m.port, topics=Topics(m.root),
-        speed=args.speed, username=m.username, password=m.password.get_secret_value() if m.password else None,
-        limit=args.limit, progress=lambda n: print(f"\r{n} captions sent", end="", file=sys.stderr),
+        speed=args.speed, limit=args.limit, **wiring.client_kwargs(settings), progress=lambda n: print(f"\r{n} captions sent", end="", file=sys.stderr),
     ))
     seconds = time.perf_counter() - t0
     out(args, {"sent": sent, "seconds": round(seconds, 2)}, f"\nreplayed {sent} captions in {seconds:.1f}s")
@@ -401,9 +400,10 @@ def cmd_chat(args) -> int:
     def label(iso: str) -> str:
         return clock.label(int(datetime.fromisoformat(iso).timestamp() * 1000))
 
-    if not args.local and asyncio.run(chat.daemon_online(host, m.port, m.root)):
+    conn = wiring.client_kwargs(settings)
+    if not args.local and asyncio.run(chat.daemon_online(host, m.port, m.root, conn=conn)):
         def ask(question, options):
-            return asyncio.run(chat.ask_over_mqtt(host, m.port, m.root, question, options, asker))
+            return asyncio.run(chat.ask_over_mqtt(host, m.port, m.root, question, options, asker, conn=conn))
 
         return chat.repl(ask, label, f"daemon at {host}:{m.port}")
     from assistant.answer import Answerer, answer_json

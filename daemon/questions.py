@@ -42,7 +42,11 @@ class QuestionDesk:
         while True:
             m = await self.queue.get()
             self.counts["questions"] += 1
-            await self.handle(m)
+            try:
+                await self.handle(m)
+            except Exception as e:  # one bad question never ends the desk
+                logger.exception("question on %s", m.topic)
+                self._fail(m, None, _id_of(m.payload), "internal", f"{type(e).__name__}: {e}")
 
     def reply_topic(self, q: QueryMessage | None, m: Inbound, qid: str | None) -> str:
         if q and q.reply_to:
@@ -75,7 +79,7 @@ class QuestionDesk:
         now = int(time.time() * 1000)
         try:
             as_of = now if q.as_of in (None, "", "now") else self.clock.parse(q.as_of)
-        except TimeFormatError as e:
+        except (TimeFormatError, ValueError, OverflowError) as e:
             return self._fail(m, q, q.id, "bad_as_of", str(e))
         if abs(as_of - now) > ABSURD_AS_OF_MS:
             return self._fail(m, q, q.id, "bad_as_of", f"as_of {q.as_of!r} is more than 30 years from now")

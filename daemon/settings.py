@@ -69,6 +69,8 @@ class StoreSettings(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     path: Path = Field(Path("var/chorus.sqlite"), description="The SQLite database file.")
+    reserve_mb: float = Field(64.0, ge=0, description="Free disk space the store never uses: at the reserve "
+                              "ingestion pauses with `disk_full` and resumes when space returns.")
 
 
 class RetrievalSettings(SearchSettings):
@@ -91,6 +93,12 @@ class MqttSettings(BaseModel):
     password: SecretStr | None = Field(None, description="Broker password; best given as a credential.")
     client_id: str = Field("chorus", description="MQTT client id.")
     root: str = Field("chorus/v1", description="Topic prefix under which all chorus topics live.")
+    tls: bool = Field(False, description="TLS to the broker, verified against the system's CAs or tls_ca.")
+    tls_ca: Path | None = Field(None, description="CA certificate (PEM) that signed the broker's; implies tls.")
+    tls_cert: Path | None = Field(None, description="Client certificate (PEM), for brokers that want one.")
+    tls_key: Path | None = Field(None, description="Private key of tls_cert (PEM).")
+    receive_max: int = Field(1000, ge=1, le=65535,
+                             description="QoS 1 messages taken but not yet stored (MQTT 5); the broker keeps the rest.")
 
 
 class DaemonSettings(BaseModel):
@@ -107,6 +115,10 @@ class DaemonSettings(BaseModel):
     query_queue: int = Field(100, ge=1, description="Questions waiting before drops.")
     embedded_broker: bool = Field(True, description="With no mqtt.host and no broker on localhost:1883, start one.")
     max_caption_bytes: int = Field(16384, ge=256, description="Larger caption payloads are rejected.")
+    allow_agents: list[str] = Field(default_factory=list,
+                                    description="Agent ids accepted on agents/{agent}/...; empty: every valid id.")
+    rate_per_agent: float = Field(100.0, gt=0, description="Messages per second one agent may send (all kinds).")
+    rate_burst: int = Field(5000, ge=1, description="Messages one agent may send at once before the rate applies.")
 
 
 class Settings(BaseSettings):

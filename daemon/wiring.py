@@ -12,10 +12,36 @@ def clock_of(settings: Settings) -> HouseClock:
     return HouseClock.of(settings.house.day1, settings.house.timezone)
 
 
-def open_store(settings: Settings, db: Path | None = None):
+def open_store(settings: Settings, db: Path | None = None, *, reserve: bool = False):
+    """The store; with `reserve`, writes stop short of the free-space reserve (the daemon's ingest)."""
     from memory.store import Store
 
-    return Store(db or settings.store.path)
+    return Store(db or settings.store.path, reserve_mb=settings.store.reserve_mb if reserve else 0)
+
+
+def link_config(settings: Settings, host: str, port: int, **kw):
+    """The MQTT link of the daemon: credentials and TLS from the settings (the password stays a
+    secret until this point and is never logged)."""
+    from streams.link import LinkConfig
+
+    m = settings.mqtt
+    return LinkConfig(
+        host=host, port=port, username=m.username, password=m.password.get_secret_value() if m.password else None,
+        client_id=m.client_id, root=m.root, tls=m.tls, tls_ca=_str(m.tls_ca), tls_cert=_str(m.tls_cert),
+        tls_key=_str(m.tls_key), receive_max=m.receive_max, **kw,
+    )
+
+
+def client_kwargs(settings: Settings) -> dict:
+    """Credentials and TLS for the short-lived clients of the CLI (replay, chat, load)."""
+    from streams.link import tls_context
+
+    cfg = link_config(settings, settings.mqtt.host or "127.0.0.1", settings.mqtt.port)
+    return {"username": cfg.username, "password": cfg.password, "tls_context": tls_context(cfg)}
+
+
+def _str(p: Path | None) -> str | None:
+    return str(p) if p else None
 
 
 def build_llm(settings: Settings):

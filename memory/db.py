@@ -7,7 +7,9 @@ One process writes; readers may open the same file in WAL mode.
 
 from __future__ import annotations
 
+import errno
 import logging
+import shutil
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -64,12 +66,22 @@ class Database:
                 yield self.conn
             except BaseException:
                 self._depth -= 1
-                self.conn.execute(rollback)
-                if self._depth:
-                    self.conn.execute(f"RELEASE {name}")
+                if self.conn.in_transaction:  # SQLITE_FULL and friends may have rolled it back already
+                    self.conn.execute(rollback)
+                    if self._depth:
+                        self.conn.execute(f"RELEASE {name}")
                 raise
             self._depth -= 1
             self.conn.execute(commit)
+
+    def cap_growth(self, reserve_bytes: int) -> None:
+        """Let the file grow only while the file system keeps `reserve_bytes` free: a full disk
+        breaks the whole box (journald, the broker's persistence), so the store stops short of it.
+        Writes past the cap fail as SQLITE_FULL, exactly as on a disk that is really full."""
+        free = shutil.disk_usage(Path(self.path).parent).free
+        page = self.conn.execute("PRAGMA page_size").fetchone()[0]
+        pages = self.conn.execute("PRAGMA page_count").fetchone()[0]
+        self.conn.execute(f"PRAGMA max_page_count = {pages + max(0, free - reserve_bytes) // page}")
 
     def execute(self, sql: str, params: tuple | dict = ()) -> sqlite3.Cursor:
         return self.conn.execute(sql, params)
@@ -103,3 +115,11 @@ class Database:
             logger.info("applied migration %s to %s", name, self.path)
             done.append(name)
         return done
+
+
+def is_full(e: BaseException) -> bool:
+    """SQLITE_FULL (disk or max_page_count) or ENOSPC from the OS."""
+    if isinstance(e, OSError) and e.errno == errno.ENOSPC:
+        return True
+    return isinstance(e, sqlite3.OperationalError) and (
+        getattr(e, "sqlite_errorcode", None) == 13 or "disk is full" in str(e))

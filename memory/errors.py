@@ -15,3 +15,7 @@ class RecordError(MemoryError_, ValueError):
 
 class SchemaError(MemoryError_):
     """A database file whose schema this version cannot use (newer, or unknown migrations)."""
+
+
+class StorageFull(MemoryError_):
+    """The disk (or the free-space reserve of the store) is full: nothing was written; retry later."""

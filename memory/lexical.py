@@ -90,6 +90,7 @@ class LexicalIndex:
         self.shards: dict[int, Shard] = {}
         self.seen_rev = 0
         self.last_refresh: dict = {}
+        self._unsaved = False  # a shard could not be saved: the manifest on disk must stay older
         self._load()
 
     # -- building -----------------------------------------------------------------------
@@ -237,6 +238,15 @@ class LexicalIndex:
             self.seen_rev = 0
 
     def _save_shard(self, shard: Shard) -> None:
+        """Best effort: the saved shards are a cache of the store, so a full disk only costs a
+        rebuild at the next start, never a question."""
+        try:
+            self._write_shard(shard)
+        except OSError as e:
+            self._unsaved = True  # the old manifest stays, so the next start rebuilds this shard
+            logger.warning("could not save %s index shard %d (%s); kept in memory", self.source.name, shard.key, e)
+
+    def _write_shard(self, shard: Shard) -> None:
         if not self.folder:
             return
         final = self.folder / str(shard.key)
@@ -257,12 +267,16 @@ class LexicalIndex:
             shutil.rmtree(self.folder / str(key), ignore_errors=True)
 
     def _save_manifest(self) -> None:
-        if not self.folder:
+        if not self.folder or self._unsaved:
             return
-        self.folder.mkdir(parents=True, exist_ok=True)
         tmp = self.folder / f".manifest.tmp{os.getpid()}-{threading.get_ident()}"
-        tmp.write_text(json.dumps({"format": FORMAT, "seen_rev": self.seen_rev, "shards": sorted(self.shards)}))
-        os.replace(tmp, self.folder / "manifest.json")
+        try:
+            self.folder.mkdir(parents=True, exist_ok=True)
+            tmp.write_text(json.dumps({"format": FORMAT, "seen_rev": self.seen_rev, "shards": sorted(self.shards)}))
+            os.replace(tmp, self.folder / "manifest.json")
+        except OSError as e:  # a stale manifest only means a rebuild at the next start
+            logger.warning("could not save the %s index manifest (%s)", self.source.name, e)
+            tmp.unlink(missing_ok=True)
 
 
 def _fill_df(shard: Shard) -> None:

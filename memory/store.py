@@ -8,7 +8,10 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from memory.db import Database
+import sqlean as sqlite3
+
+from memory.db import Database, is_full
+from memory.errors import StorageFull
 from memory.records import SEGMENT_MS, WINDOW_MS, Observation, Unit, segment_start, window_start
 from memory.schema import MIGRATIONS
 
@@ -31,8 +34,9 @@ class AddResult:
 class Store:
     """One SQLite file of memory. One writer: the process that opened it read-write."""
 
-    def __init__(self, path: str | Path, *, readonly: bool = False):
+    def __init__(self, path: str | Path, *, readonly: bool = False, reserve_mb: float = 0):
         self.path = str(path)
+        self.reserve_bytes = int(reserve_mb * 1_048_576)
         self.db = Database(path, MIGRATIONS, readonly=readonly)
         self._agent_ids: dict[str, int] = {}
 
@@ -60,8 +64,19 @@ class Store:
     def add(self, observations: Iterable[Observation]) -> AddResult:
         """Store observations; one already stored (same agent and key) is skipped.
 
-        All or nothing: the observations, their segments and windows commit together.
+        All or nothing: the observations, their segments and windows commit together. A full disk
+        (or free space below the reserve) raises StorageFull with nothing written.
         """
+        try:
+            return self._add(observations)
+        except (sqlite3.OperationalError, OSError) as e:
+            if is_full(e):
+                raise StorageFull(f"{self.path}: {e}") from e
+            raise
+
+    def _add(self, observations: Iterable[Observation]) -> AddResult:
+        if self.reserve_bytes and self.path != ":memory:":
+            self.db.cap_growth(self.reserve_bytes)
         result = AddResult()
         touched: set[tuple[int, int]] = set()
         windows: set[int] = set()

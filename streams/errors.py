@@ -17,3 +17,7 @@ class SchemaViolation(StreamError):
 
 class RecordingError(StreamError):
     code = "bad_recording"
+
+
+class EncodingError(StreamError):
+    code = "bad_encoding"

@@ -5,6 +5,11 @@ session is persistent (stable client id, clean start off, a session expiry), so 
 sent while Chorus was down arrive when it comes back. The last will says `offline` (retained);
 `online` is published on every connect. Incoming messages go to a callback that must not block
 (it puts them in bounded queues); outgoing ones wait in a bounded outbox while disconnected.
+
+QoS 1 messages are acknowledged by hand: a callback that returns True takes the message and calls
+`Link.ack` once it is safe (a caption: once committed), so a crash before that leaves the message
+with the broker, which sends it again on reconnect. The receive maximum (MQTT 5) bounds how many
+may wait unacknowledged; the broker keeps the rest.
 """
 
 from __future__ import annotations
@@ -36,7 +41,11 @@ class LinkConfig:
     protocol: str = "auto"  # auto | 5 | 3.1.1
     session_expiry_s: int = 7 * 86400
     keepalive_s: int = 30
+    tls: bool = False  # TLS with the system's CAs, or with tls_ca when given
     tls_ca: str | None = None
+    tls_cert: str | None = None  # a client certificate, for brokers that ask for one
+    tls_key: str | None = None
+    receive_max: int = 1000  # QoS 1 messages taken but not yet acknowledged (MQTT 5)
     outbox: int = 2000
 
 
@@ -48,6 +57,8 @@ class Inbound:
     response_topic: str | None = None
     correlation: bytes | None = None
     user: dict[str, str] = field(default_factory=dict)
+    mid: int = 0
+    session: int = 0  # which connection brought it: an ack is only valid on that one
 
 
 class Link:
@@ -63,6 +74,7 @@ class Link:
         self.last_error: str | None = None
         self._client: aiomqtt.Client | None = None
         self._was_up = False
+        self._session_no = 0
 
     # -- publishing ---------------------------------------------------------------------
     def publish(self, topic: str, payload: bytes | str, *, qos: int = 0, retain: bool = False,
@@ -74,6 +86,12 @@ class Link:
         except asyncio.QueueFull:
             self.dropped += 1
             return False
+
+    def ack(self, m: Inbound) -> None:
+        """Acknowledge a QoS 1 message taken by the callback. After a reconnect the broker has
+        already sent it again (unacknowledged), so an ack for an older session is dropped."""
+        if m.qos and self._client is not None and m.session == self._session_no:
+            self._client._client.ack(m.mid, m.qos)  # aiomqtt has no manual-ack API; paho does
 
     async def close(self) -> None:
         """Say `offline` (a clean disconnect sends no will) and leave."""
@@ -108,6 +126,7 @@ class Link:
         leaves its parent marked as cancelled, which would end the reconnect loop.
         """
         self._was_up = False
+        self._session_no += 1
         try:
             async with self._client_for_attempt() as client:
                 self._client = client
@@ -141,15 +160,17 @@ class Link:
             username=self.cfg.username, password=self.cfg.password, keepalive=self.cfg.keepalive_s,
             protocol=self.protocol, timeout=10, max_queued_incoming_messages=10000,
         )
-        if self.cfg.tls_ca:
-            kw["tls_context"] = ssl.create_default_context(cafile=self.cfg.tls_ca)
+        kw["tls_context"] = tls_context(self.cfg)
         if self.protocol == aiomqtt.ProtocolVersion.V5:
             props = Properties(PacketTypes.CONNECT)
             props.SessionExpiryInterval = self.cfg.session_expiry_s
+            props.ReceiveMaximum = self.cfg.receive_max
             kw.update(clean_start=False, properties=props)
         else:
             kw.update(clean_session=False)
-        return aiomqtt.Client(**kw)
+        client = aiomqtt.Client(**kw)
+        client._client.manual_ack_set(True)
+        return client
 
     async def _on_connect(self, client: aiomqtt.Client) -> None:
         for topic_filter, qos in self.topics.subscriptions():
@@ -190,9 +211,22 @@ class Link:
     async def _receive(self, client: aiomqtt.Client) -> None:
         async for m in client.messages:
             props = m.properties
-            self.on_message(Inbound(
+            inbound = Inbound(
                 topic=str(m.topic), payload=bytes(m.payload or b""), qos=m.qos,
                 response_topic=getattr(props, "ResponseTopic", None) if props else None,
                 correlation=getattr(props, "CorrelationData", None) if props else None,
                 user=dict(getattr(props, "UserProperty", None) or []) if props else {},
-            ))
+                mid=m.mid, session=self._session_no,
+            )
+            if not self.on_message(inbound):  # not taken: done with it
+                self.ack(inbound)
+
+
+def tls_context(cfg: LinkConfig) -> ssl.SSLContext | None:
+    """Verify the broker against `tls_ca` (or the system's CAs); present a client certificate if set."""
+    if not (cfg.tls or cfg.tls_ca or cfg.tls_cert):
+        return None
+    ctx = ssl.create_default_context(cafile=cfg.tls_ca)
+    if cfg.tls_cert:
+        ctx.load_cert_chain(cfg.tls_cert, cfg.tls_key)
+    return ctx

@@ -8,10 +8,11 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from streams.errors import SchemaViolation, StreamError
+from streams.errors import EncodingError, SchemaViolation, StreamError
 
 AGENT_NAME = re.compile(r"^(?!.*\.\.)[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 MAX_TEXT = 8192
+MAX_SPAN_MS = 86_400_000  # one caption or transcript line covers at most a day
 
 
 class WireModel(BaseModel):
@@ -19,6 +20,11 @@ class WireModel(BaseModel):
 
     @classmethod
     def from_bytes(cls, data: bytes | str, *, where: str | None = None):
+        if isinstance(data, bytes | bytearray):
+            try:
+                data.decode("utf-8")
+            except UnicodeDecodeError as e:
+                raise EncodingError(f"payload is not UTF-8 (byte {e.start})", where=where) from None
         try:
             return cls.model_validate_json(data)
         except ValidationError as e:
@@ -49,6 +55,8 @@ class CaptionMessage(WireModel):
     def _ordered(self) -> CaptionMessage:
         if self.end_ts is not None and self.end_ts < self.ts:
             raise ValueError("end_ts is before ts")
+        if self.end_ts is not None and self.end_ts - self.ts > MAX_SPAN_MS:
+            raise ValueError("end_ts is more than a day after ts")
         return self
 
     @property

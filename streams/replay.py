@@ -25,13 +25,13 @@ def in_time_order(hours: Iterable[list[AgentCaption]]) -> Iterator[AgentCaption]
 async def replay(
     captions: Iterable[AgentCaption], *, host: str, port: int, topics: Topics, speed: float = 1.0,
     username: str | None = None, password: str | None = None, limit: int | None = None,
-    progress: Callable[[int], None] | None = None, client_id: str | None = None,
+    progress: Callable[[int], None] | None = None, client_id: str | None = None, tls_context=None,
 ) -> int:
     """Publish; returns how many captions went out."""
     sent = 0
     t0_wall, t0_rec = time.monotonic(), None
     async with aiomqtt.Client(host, port, username=username, password=password, identifier=client_id,
-                              protocol=aiomqtt.ProtocolVersion.V311) as client:
+                              protocol=aiomqtt.ProtocolVersion.V311, tls_context=tls_context) as client:
         for c in captions:
             if limit is not None and sent >= limit:
                 break
