@@ -8,6 +8,7 @@ import json
 import logging
 import time
 from collections.abc import Callable
+from dataclasses import replace
 
 from assistant.answer import Answerer, answer_json
 from assistant.query import Query
@@ -55,6 +56,10 @@ class QuestionDesk:
             return m.response_topic
         return self.topics.answer(qid or "unknown")
 
+    def _unsafe(self, topic: str | None) -> bool:
+        return bool(topic) and (any(c in topic for c in "+#\0") or topic.startswith("$") or (
+            topic.startswith(self.topics.root + "/") and not topic.startswith(self.topics.answer(""))))
+
     def _send(self, topic: str, body: dict, m: Inbound) -> None:
         self.publish(topic, dumps(body), qos=1, correlation=m.correlation)
 
@@ -69,13 +74,15 @@ class QuestionDesk:
         try:
             q = QueryMessage.from_bytes(m.payload, where=m.topic)
         except StreamError as e:
+            if self._unsafe(m.response_topic):
+                m = replace(m, response_topic=None)
             return self._fail(m, None, qid, e.code, str(e))
-        bad_reply = q.reply_to and (any(c in q.reply_to for c in "+#\0") or q.reply_to.startswith("$") or (
-            q.reply_to.startswith(self.topics.root + "/") and not q.reply_to.startswith(self.topics.answer(""))))
-        if bad_reply:  # an answer must never land on an agent's stream or the daemon's own topics
+        if self._unsafe(q.reply_to) or self._unsafe(m.response_topic):
+            # an answer must never land on an agent's stream or the daemon's own topics
             q = q.model_copy(update={"reply_to": None})
-            return self._fail(m, q, q.id, "bad_reply_to", "reply_to must be a plain topic outside chorus/v1 "
-                                                          "(or under its answer/)")
+            m = replace(m, response_topic=None)
+            return self._fail(m, q, q.id, "bad_reply_to", "reply_to (and the MQTT 5 response topic) must be a "
+                                                          "plain topic outside chorus/v1 (or under its answer/)")
         now = int(time.time() * 1000)
         try:
             as_of = now if q.as_of in (None, "", "now") else self.clock.parse(q.as_of)

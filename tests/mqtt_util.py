@@ -68,3 +68,37 @@ def daemon_env(port: int, **extra: str) -> dict:
 def start_daemon(db: Path, env: dict, log: Path) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, "-m", "daemon.cli", "run", "--db", str(db)], env=env, cwd=ROOT,
                             stdout=subprocess.DEVNULL, stderr=open(log, "ab"))
+
+
+def wait_until(cond, timeout: float, step: float = 0.3):
+    """cond()'s first truthy value, or its last value when the time is up."""
+    deadline = time.time() + timeout
+    while True:
+        v = cond()
+        if v or time.time() > deadline:
+            return v
+        time.sleep(step)
+
+
+def wait_ready(log: Path, timeout: float = 120) -> None:
+    if not wait_until(lambda: log.exists() and " ready: " in log.read_text(errors="replace"), timeout):
+        raise TimeoutError(f"daemon not ready; log:\n{log.read_text(errors='replace')[-3000:]}")
+
+
+def query(db: Path, sql: str, args: tuple = ()):
+    import sqlean
+
+    c = sqlean.connect(f"file:{db}?mode=ro", uri=True)
+    try:
+        return c.execute(sql, args).fetchall()
+    finally:
+        c.close()
+
+
+def tally(db: Path, sent_ids: set[str]) -> dict:
+    """Captions sent / stored / duplicated / lost, and the file's integrity check."""
+    rows = query(db, "SELECT ext_id FROM observations")
+    stored = [r[0] for r in rows]
+    return {"sent": len(sent_ids), "stored": len(set(stored) & sent_ids), "duplicated": len(stored) - len(set(stored)),
+            "lost": len(sent_ids - set(stored)), "integrity": query(db, "PRAGMA integrity_check")[0][0]}
+

@@ -1,0 +1,201 @@
+"""Bad input against a real mosquitto and a real daemon (allow-list and rate limit configured):
+each case gets its code on `errors` (and the asker its reply), the daemon stays up, and the
+caption stored before is untouched. Prints the README's bad-input table rows ("BADINPUT ...").
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+import struct
+import time
+
+import aiomqtt
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tests.mqtt_util import Mosquitto, daemon_env, query, start_daemon, wait_ready, wait_until
+from tests.test_fuzz import payloads, topics
+
+pytestmark = pytest.mark.slow
+R = "chorus/v1"
+TS = 1_735_700_000_000
+GOOD = {"id": "keep-1", "ts": TS, "text": "I put the charger in the drawer"}
+
+
+@pytest.fixture(scope="module")
+def live(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("bad")
+    broker = Mosquitto(tmp)
+    env = daemon_env(broker.port, CHORUS__DAEMON__ALLOW_AGENTS='["robot1", "robot2", "flood1"]',
+                     CHORUS__DAEMON__RATE_PER_AGENT="20", CHORUS__DAEMON__RATE_BURST="40",
+                     CHORUS__DAEMON__CONSOLIDATE_EVERY_S="3600", CHORUS__DAEMON__SILENCE_S="3600")
+    db = tmp / "bad.sqlite"
+    proc = start_daemon(db, env, tmp / "daemon.log")
+    wait_ready(tmp / "daemon.log")
+    asyncio.run(send([(f"{R}/agents/robot1/caption", json.dumps(GOOD).encode())], []))
+    assert wait_until(lambda: query(db, "SELECT COUNT(*) FROM observations")[0][0] == 1, 30)
+    before = query(db, "SELECT * FROM observations")
+    yield broker, proc, db
+    assert query(db, "SELECT * FROM observations WHERE ext_id = 'keep-1'") == before  # nothing stored harmed
+    assert query(db, "PRAGMA integrity_check")[0][0] == "ok"
+    proc.terminate()
+    assert proc.wait(30) == 0
+    broker.stop()
+
+
+async def send(items: list[tuple[str, bytes]], listen: list[str], port: int | None = None, wait_s: float = 4):
+    """Publish, then collect what arrives on `listen` for `wait_s` seconds: [(topic, body)]."""
+    got = []
+    port = port or send.port
+    async with aiomqtt.Client("127.0.0.1", port, protocol=aiomqtt.ProtocolVersion.V311) as c:
+        for t in listen:
+            await c.subscribe(t, qos=1)
+        for topic, payload in items:
+            await c.publish(topic, payload, qos=1)
+
+        async def loop():
+            async for m in c.messages:
+                try:
+                    got.append((str(m.topic), json.loads(bytes(m.payload))))
+                except ValueError:
+                    pass
+
+        if listen:
+            try:
+                await asyncio.wait_for(loop(), wait_s)
+            except TimeoutError:
+                pass
+    return got
+
+
+def cap(**kw) -> bytes:
+    return json.dumps({"id": "c1", "ts": TS + 1000, "text": "a caption"} | kw).encode()
+
+
+CASES = [  # (case, topic, payload, code)
+    ("malformed JSON", f"{R}/agents/robot1/caption", b"{not json", "bad_schema"),
+    ("wrong type (ts a string)", f"{R}/agents/robot1/caption", cap(ts="soon"), "bad_schema"),
+    ("missing field (no text)", f"{R}/agents/robot1/caption", json.dumps({"id": "m", "ts": TS}).encode(), "bad_schema"),
+    ("unknown field", f"{R}/agents/robot1/caption", cap(extra=1), "bad_schema"),
+    ("invalid UTF-8", f"{R}/agents/robot1/caption", b'{"id":"u","ts":1735700000000,"text":"\xff\xfe"}', "bad_encoding"),
+    ("oversized payload (100 kB)", f"{R}/agents/robot1/caption", cap(text="x" * 100_000), "too_large"),
+    ("absurd ts (year 33658)", f"{R}/agents/robot1/caption", cap(ts=10**15), "bad_time"),
+    ("ts before 2000", f"{R}/agents/robot1/caption", cap(ts=5), "bad_time"),
+    ("end_ts a year after ts", f"{R}/agents/robot1/caption", cap(end_ts=TS + 366 * 86_400_000), "bad_schema"),
+    ("agent id with ..", f"{R}/agents/ro..bot/caption", cap(), "bad_topic"),
+    ("agent id with a control character", f"{R}/agents/robot\x01/caption", cap(), "bad_topic"),
+    ("agent id with a space", f"{R}/agents/robot 1/caption", cap(), "bad_topic"),
+    ("agent id of 65 characters", f"{R}/agents/{'r' * 65}/caption", cap(), "bad_topic"),
+    ("extra topic level (/ in the id)", f"{R}/agents/robot1/x/caption", cap(), "bad_topic"),
+    ("empty agent id", f"{R}/agents//caption", cap(), "bad_topic"),
+    ("agent not on the allow-list", f"{R}/agents/intruder/caption", cap(), "not_allowed"),
+    ("audio (not handled by this version)", f"{R}/agents/robot1/audio", b"\x00\x01" * 100, "unsupported"),
+]
+
+
+@pytest.mark.parametrize("case,topic,payload,code", CASES, ids=[c[0] for c in CASES])
+def test_bad_agent_message_gets_its_code(live, case, topic, payload, code):
+    broker, proc, db = live
+    send.port = broker.port
+    got = asyncio.run(send([(topic, payload)], [f"{R}/errors"]))
+    codes = sorted({b["code"] for t, b in got if b.get("topic") == topic})
+    print("\nBADINPUT", json.dumps({"case": case, "codes": codes, "alive": proc.poll() is None}))
+    assert codes == [code]
+    assert proc.poll() is None
+
+
+QUERIES = [  # (case, body, code)
+    ("as_of in the year 3000", {"question": "where?", "as_of": "3000-01-01T00:00"}, "bad_as_of"),
+    ("as_of 10^20 ms", {"question": "where?", "as_of": 10**20}, "bad_as_of"),
+    ("as_of unreadable", {"question": "where?", "as_of": "yesterday-ish"}, "bad_as_of"),
+    ("reply_to on an agent's stream", {"question": "where?", "reply_to": f"{R}/agents/robot1/caption"}, "bad_reply_to"),
+    ("question missing", {"as_of": "now"}, "bad_schema"),
+    ("five options", {"question": "who?", "options": ["a", "b", "c", "d", "e"]}, "bad_schema"),
+]
+
+
+@pytest.mark.parametrize("case,body,code", QUERIES, ids=[q[0] for q in QUERIES])
+def test_bad_question_gets_its_code_on_errors_and_to_the_asker(live, case, body, code):
+    broker, proc, db = live
+    send.port = broker.port
+    qid = "q" + str(abs(hash(case)) % 10**8)
+    got = asyncio.run(send([(f"{R}/query", json.dumps({"id": qid} | body).encode())],
+                           [f"{R}/errors", f"{R}/answer/{qid}"]))
+    on_errors = {b["code"] for t, b in got if t == f"{R}/errors" and b.get("id") == qid}
+    to_asker = [b for t, b in got if t == f"{R}/answer/{qid}"]
+    print("\nBADINPUT", json.dumps({"case": "query: " + case, "codes": sorted(on_errors),
+                                    "asker": [b.get("code") for b in to_asker], "alive": proc.poll() is None}))
+    assert on_errors == {code}
+    assert [(b["status"], b["code"], b["id"]) for b in to_asker] == [("error", code, qid)]
+    assert proc.poll() is None
+
+
+def test_flood_from_one_agent_is_rate_limited_and_others_still_stored(live):
+    broker, proc, db = live
+    send.port = broker.port
+    flood = [(f"{R}/agents/flood1/caption", cap(id=f"fl{i}", ts=TS + i)) for i in range(400)]
+    calm = [(f"{R}/agents/robot2/caption", cap(id=f"calm{i}", ts=TS + i)) for i in range(10)]
+    got = asyncio.run(send(flood + calm, [f"{R}/errors"], wait_s=6))
+    limited = [b for _, b in got if b["code"] == "rate_limited" and b.get("agent") == "flood1"]
+    assert wait_until(lambda: query(db, "SELECT COUNT(*) FROM observations WHERE ext_id LIKE 'calm%'")[0][0] == 10, 30)
+    flood_stored = query(db, "SELECT COUNT(*) FROM observations WHERE ext_id LIKE 'fl%'")[0][0]
+    print("\nBADINPUT", json.dumps({"case": "flood: 400 captions at once from one agent (rate 20/s, burst 40)",
+                                    "codes": ["rate_limited"], "error_messages": len(limited),
+                                    "flood_stored": flood_stored, "alive": proc.poll() is None}))
+    assert 40 <= flood_stored < 400 and limited
+    assert len(limited) <= 25  # the complaints are throttled too
+    assert proc.poll() is None
+
+
+def test_wildcards_and_nul_in_a_publish_topic_are_refused_by_the_broker(live):
+    """A PUBLISH topic with + or # is a protocol error: mosquitto closes that sender's connection;
+    nothing reaches the daemon. Sent as raw bytes, since client libraries refuse to send it."""
+    broker, proc, db = live
+    for topic in (f"{R}/agents/+/caption", f"{R}/agents/#", f"{R}/agents/a\x00b/caption"):
+        with socket.create_connection(("127.0.0.1", broker.port), timeout=5) as s:
+            s.sendall(_packet(0x10, _str(b"MQTT") + b"\x04\x02\x00\x3c" + _str(b"raw-sender")))
+            assert s.recv(4)[:2] == b"\x20\x02"  # CONNACK
+            s.sendall(_packet(0x30, _str(topic.encode()) + cap()))
+            assert s.recv(16) == b""  # disconnected
+    assert proc.poll() is None
+
+
+def _str(b: bytes) -> bytes:
+    return struct.pack("!H", len(b)) + b
+
+
+def _packet(kind: int, body: bytes) -> bytes:
+    n, out = len(body), b""
+    while True:
+        n, digit = n // 128, n % 128
+        out += bytes([digit | (0x80 if n else 0)])
+        if not n:
+            return bytes([kind]) + out + body
+
+
+def _sendable(topic: str) -> bool:
+    try:
+        topic.encode("utf-8")  # lone surrogates cannot be a topic
+    except UnicodeEncodeError:
+        return False
+    return not any(c in topic for c in "+#\x00")  # the broker refuses these (above)
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=list(HealthCheck))
+@given(batch=st.lists(st.one_of(st.tuples(topics, payloads), st.tuples(st.just(f"{R}/agents/robot1/caption"), payloads)),
+                      min_size=1, max_size=15))
+def test_fuzzed_batches_through_the_real_daemon_leave_it_serving(live, batch):
+    """Hypothesis draws topics and payloads; after each batch a sentinel caption is stored, so the
+    daemon is alive and still storing, and nothing but valid captions is in the memory."""
+    broker, proc, db = live
+    send.port = broker.port
+    sentinel = f"sentinel-{time.monotonic_ns()}"
+    items = [(t, p) for t, p in batch if _sendable(t)]
+    asyncio.run(send(items + [(f"{R}/agents/robot2/caption", cap(id=sentinel))], []))
+    assert wait_until(lambda: query(db, "SELECT COUNT(*) FROM observations WHERE ext_id = ?", (sentinel,))[0][0], 30)
+    assert proc.poll() is None
+    texts = query(db, "SELECT text FROM observations")
+    assert all("\n" not in t and t.strip() for (t,) in texts)
