@@ -35,7 +35,7 @@ def live(tmp_path_factory):
     db = tmp / "bad.sqlite"
     proc = start_daemon(db, env, tmp / "daemon.log")
     wait_ready(tmp / "daemon.log")
-    asyncio.run(send([(f"{R}/agents/robot1/caption", json.dumps(GOOD).encode())], []))
+    asyncio.run(send(broker.port, [(f"{R}/agents/robot1/caption", json.dumps(GOOD).encode())], []))
     assert wait_until(lambda: query(db, "SELECT COUNT(*) FROM observations")[0][0] == 1, 30)
     before = query(db, "SELECT * FROM observations")
     yield broker, proc, db
@@ -46,10 +46,9 @@ def live(tmp_path_factory):
     broker.stop()
 
 
-async def send(items: list[tuple[str, bytes]], listen: list[str], port: int | None = None, wait_s: float = 4):
-    """Publish, then collect what arrives on `listen` for `wait_s` seconds: [(topic, body)]."""
+async def send(port: int, items: list[tuple[str, bytes]], listen: list[str], wait_s: float = 4, until=None):
+    """Publish, then collect what arrives on `listen` for `wait_s` seconds or until `until(got)`."""
     got = []
-    port = port or send.port
     async with aiomqtt.Client("127.0.0.1", port, protocol=aiomqtt.ProtocolVersion.V311) as c:
         for t in listen:
             await c.subscribe(t, qos=1)
@@ -62,6 +61,8 @@ async def send(items: list[tuple[str, bytes]], listen: list[str], port: int | No
                     got.append((str(m.topic), json.loads(bytes(m.payload))))
                 except ValueError:
                     pass
+                if until and until(got):
+                    return
 
         if listen:
             try:
@@ -86,10 +87,10 @@ CASES = [  # (case, topic, payload, code)
     ("ts before 2000", f"{R}/agents/robot1/caption", cap(ts=5), "bad_time"),
     ("end_ts a year after ts", f"{R}/agents/robot1/caption", cap(end_ts=TS + 366 * 86_400_000), "bad_schema"),
     ("agent id with ..", f"{R}/agents/ro..bot/caption", cap(), "bad_topic"),
-    ("agent id with a control character", f"{R}/agents/robot\x01/caption", cap(), "bad_topic"),
     ("agent id with a space", f"{R}/agents/robot 1/caption", cap(), "bad_topic"),
     ("agent id of 65 characters", f"{R}/agents/{'r' * 65}/caption", cap(), "bad_topic"),
-    ("extra topic level (/ in the id)", f"{R}/agents/robot1/x/caption", cap(), "bad_topic"),
+    # matches none of the daemon's subscriptions (agents/+/caption): never delivered, nothing to say
+    ("extra topic level (/ in the id)", f"{R}/agents/robot1/x/caption", cap(), None),
     ("empty agent id", f"{R}/agents//caption", cap(), "bad_topic"),
     ("agent not on the allow-list", f"{R}/agents/intruder/caption", cap(), "not_allowed"),
     ("audio (not handled by this version)", f"{R}/agents/robot1/audio", b"\x00\x01" * 100, "unsupported"),
@@ -99,11 +100,11 @@ CASES = [  # (case, topic, payload, code)
 @pytest.mark.parametrize("case,topic,payload,code", CASES, ids=[c[0] for c in CASES])
 def test_bad_agent_message_gets_its_code(live, case, topic, payload, code):
     broker, proc, db = live
-    send.port = broker.port
-    got = asyncio.run(send([(topic, payload)], [f"{R}/errors"]))
+    got = asyncio.run(send(broker.port, [(topic, payload)], [f"{R}/errors"], wait_s=5 if code else 2,
+                           until=lambda got: any(b.get("topic") == topic for _, b in got)))
     codes = sorted({b["code"] for t, b in got if b.get("topic") == topic})
     print("\nBADINPUT", json.dumps({"case": case, "codes": codes, "alive": proc.poll() is None}))
-    assert codes == [code]
+    assert codes == ([code] if code else [])
     assert proc.poll() is None
 
 
@@ -120,10 +121,11 @@ QUERIES = [  # (case, body, code)
 @pytest.mark.parametrize("case,body,code", QUERIES, ids=[q[0] for q in QUERIES])
 def test_bad_question_gets_its_code_on_errors_and_to_the_asker(live, case, body, code):
     broker, proc, db = live
-    send.port = broker.port
     qid = "q" + str(abs(hash(case)) % 10**8)
-    got = asyncio.run(send([(f"{R}/query", json.dumps({"id": qid} | body).encode())],
-                           [f"{R}/errors", f"{R}/answer/{qid}"]))
+    got = asyncio.run(send(broker.port, [(f"{R}/query", json.dumps({"id": qid} | body).encode())],
+                           [f"{R}/errors", f"{R}/answer/{qid}"],
+                           until=lambda got: {t for t, b in got if b.get("id") == qid} >= {f"{R}/errors",
+                                                                                          f"{R}/answer/{qid}"}))
     on_errors = {b["code"] for t, b in got if t == f"{R}/errors" and b.get("id") == qid}
     to_asker = [b for t, b in got if t == f"{R}/answer/{qid}"]
     print("\nBADINPUT", json.dumps({"case": "query: " + case, "codes": sorted(on_errors),
@@ -135,10 +137,9 @@ def test_bad_question_gets_its_code_on_errors_and_to_the_asker(live, case, body,
 
 def test_flood_from_one_agent_is_rate_limited_and_others_still_stored(live):
     broker, proc, db = live
-    send.port = broker.port
     flood = [(f"{R}/agents/flood1/caption", cap(id=f"fl{i}", ts=TS + i)) for i in range(400)]
     calm = [(f"{R}/agents/robot2/caption", cap(id=f"calm{i}", ts=TS + i)) for i in range(10)]
-    got = asyncio.run(send(flood + calm, [f"{R}/errors"], wait_s=6))
+    got = asyncio.run(send(broker.port, flood + calm, [f"{R}/errors"], wait_s=6))
     limited = [b for _, b in got if b["code"] == "rate_limited" and b.get("agent") == "flood1"]
     assert wait_until(lambda: query(db, "SELECT COUNT(*) FROM observations WHERE ext_id LIKE 'calm%'")[0][0] == 10, 30)
     flood_stored = query(db, "SELECT COUNT(*) FROM observations WHERE ext_id LIKE 'fl%'")[0][0]
@@ -150,11 +151,16 @@ def test_flood_from_one_agent_is_rate_limited_and_others_still_stored(live):
     assert proc.poll() is None
 
 
-def test_wildcards_and_nul_in_a_publish_topic_are_refused_by_the_broker(live):
-    """A PUBLISH topic with + or # is a protocol error: mosquitto closes that sender's connection;
-    nothing reaches the daemon. Sent as raw bytes, since client libraries refuse to send it."""
+BROKER_REFUSES = [f"{R}/agents/+/caption", f"{R}/agents/#", f"{R}/agents/a\x00b/caption",
+                  f"{R}/agents/robot\x01/caption", f"{R}/agents/robot\x1b[2J/caption"]
+
+
+def test_wildcards_and_control_characters_in_a_publish_topic_are_refused_by_the_broker(live):
+    """A PUBLISH topic with + or #, NUL or a control character is refused by mosquitto, which closes
+    that sender's connection; nothing reaches the daemon (whose own parser refuses them too, see
+    test_fuzz). Sent as raw bytes, since client libraries refuse to send most of them."""
     broker, proc, db = live
-    for topic in (f"{R}/agents/+/caption", f"{R}/agents/#", f"{R}/agents/a\x00b/caption"):
+    for topic in BROKER_REFUSES:
         with socket.create_connection(("127.0.0.1", broker.port), timeout=5) as s:
             s.sendall(_packet(0x10, _str(b"MQTT") + b"\x04\x02\x00\x3c" + _str(b"raw-sender")))
             assert s.recv(4)[:2] == b"\x20\x02"  # CONNACK
@@ -181,7 +187,8 @@ def _sendable(topic: str) -> bool:
         topic.encode("utf-8")  # lone surrogates cannot be a topic
     except UnicodeEncodeError:
         return False
-    return not any(c in topic for c in "+#\x00")  # the broker refuses these (above)
+    # the broker refuses these (above) and disconnects the sender
+    return not any(c in topic for c in "+#") and not any(ord(c) < 32 or 127 <= ord(c) < 160 for c in topic)
 
 
 @settings(max_examples=12, deadline=None, suppress_health_check=list(HealthCheck))
@@ -191,10 +198,9 @@ def test_fuzzed_batches_through_the_real_daemon_leave_it_serving(live, batch):
     """Hypothesis draws topics and payloads; after each batch a sentinel caption is stored, so the
     daemon is alive and still storing, and nothing but valid captions is in the memory."""
     broker, proc, db = live
-    send.port = broker.port
     sentinel = f"sentinel-{time.monotonic_ns()}"
     items = [(t, p) for t, p in batch if _sendable(t)]
-    asyncio.run(send(items + [(f"{R}/agents/robot2/caption", cap(id=sentinel))], []))
+    asyncio.run(send(broker.port, items + [(f"{R}/agents/robot2/caption", cap(id=sentinel))], []))
     assert wait_until(lambda: query(db, "SELECT COUNT(*) FROM observations WHERE ext_id = ?", (sentinel,))[0][0], 30)
     assert proc.poll() is None
     texts = query(db, "SELECT text FROM observations")

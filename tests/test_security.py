@@ -77,7 +77,8 @@ def secure(tmp_path_factory):
     (creds / "mqtt__password").write_text(PASSWORDS["chorus"])
     env = daemon_env(port, CHORUS__MQTT__USERNAME="chorus", CHORUS__MQTT__TLS_CA=str(tmp / "ca.crt"),
                      CREDENTIALS_DIRECTORY=str(creds), CHORUS_LOG_LEVEL="DEBUG",
-                     CHORUS__DAEMON__CONSOLIDATE_EVERY_S="3600", CHORUS__DAEMON__SILENCE_S="3600")
+                     CHORUS__DAEMON__CONSOLIDATE_EVERY_S="3600", CHORUS__DAEMON__SILENCE_S="3600",
+                     CHORUS__ANSWER__PLANNER="rule")
     db = tmp / "secure.sqlite"
     log = tmp / "daemon.log"
     proc = start_daemon(db, env, log)
@@ -101,25 +102,26 @@ def caption(cid: str, text: str, ts: int = TS) -> bytes:
     return json.dumps({"id": cid, "ts": ts, "text": text}).encode()
 
 
-async def observe(s, topics: list[str], action, wait_s: float) -> list[tuple[str, bytes]]:
-    """Run `action` while the observer reads `topics`; what was published meanwhile."""
+async def observe(s, topics: list[str], action, settle_s: float = 2) -> list[tuple[str, bytes]]:
+    """Run `action` while the observer reads `topics`; what was published meanwhile (and just after)."""
     got = []
     async with client(s, "observer") as obs:
         for t in topics:
             await obs.subscribe(t, qos=1)
         await asyncio.sleep(0.3)
-        task = asyncio.create_task(action())
 
         async def loop():
             async for m in obs.messages:
                 if not m.retain:
                     got.append((str(m.topic), bytes(m.payload)))
 
+        reader = asyncio.create_task(loop())
         try:
-            await asyncio.wait_for(loop(), wait_s)
-        except TimeoutError:
-            pass
-        await task
+            await action()
+            await asyncio.sleep(settle_s)
+        finally:
+            reader.cancel()
+            await asyncio.gather(reader, return_exceptions=True)
     return got
 
 
@@ -152,7 +154,7 @@ def test_agents_publish_only_under_their_own_topics_and_only_the_supervisor_asks
             await c.publish(f"{R}/agents/robot2/caption", caption("forged-1", "robot2 broke the window"), qos=1)
             await c.publish(f"{R}/query", json.dumps({"id": "from-robot", "question": "who?"}), qos=1)
 
-    got = asyncio.run(observe(secure, [f"{R}/#"], as_robot1, 6))
+    got = asyncio.run(observe(secure, [f"{R}/#"], as_robot1, settle_s=4))
     assert wait_until(lambda: query(db, "SELECT COUNT(*) FROM observations WHERE ext_id = 'own-1'")[0][0], 30)
     assert query(db, "SELECT COUNT(*) FROM observations WHERE ext_id = 'forged-1'")[0][0] == 0
     topics = {t for t, _ in got}
@@ -162,15 +164,16 @@ def test_agents_publish_only_under_their_own_topics_and_only_the_supervisor_asks
     async def as_supervisor():
         async with client(secure, "supervisor") as c:
             await c.subscribe(f"{R}/answer/sup-1", qos=1)
+            # an as_of the daemon refuses at once: the reply proves the way there and back, no model needed
             await c.publish(f"{R}/query", json.dumps({"id": "sup-1", "question": "Where is the charger?",
-                                                      "reply_to": f"{R}/answer/sup-1"}), qos=1)
+                                                      "as_of": "3000-01-01", "reply_to": f"{R}/answer/sup-1"}), qos=1)
             async for m in c.messages:
                 body = json.loads(bytes(m.payload))
                 if body.get("status") in ("ok", "error"):
                     return body
 
-    answer = asyncio.run(asyncio.wait_for(as_supervisor(), 300))
-    assert answer["status"] == "ok" and answer["id"] == "sup-1"
+    answer = asyncio.run(asyncio.wait_for(as_supervisor(), 60))
+    assert (answer["status"], answer["code"], answer["id"]) == ("error", "bad_as_of", "sup-1")
 
 
 def test_instructions_inside_captions_change_nothing_chorus_does(secure):
@@ -205,7 +208,7 @@ def test_instructions_inside_captions_change_nothing_chorus_does(secure):
                     answer.update(body)
                     return
 
-    got = asyncio.run(observe(secure, ["#"], lambda: asyncio.wait_for(ask(), 300), 300))
+    got = asyncio.run(observe(secure, ["#"], lambda: asyncio.wait_for(ask(), 300)))
     after = {t: query(db, f"SELECT COUNT(*) FROM {t}")[0][0] for t in ("observations", "events", "segments")}
     published = {t for t, _ in got}
     assert answer["status"] == "ok" and answer["choice"] in "ABCD"
