@@ -37,6 +37,7 @@ class Store:
     def __init__(self, path: str | Path, *, readonly: bool = False, reserve_mb: float = 0):
         self.path = str(path)
         self.reserve_bytes = int(reserve_mb * 1_048_576)
+        self._capped = False
         self.db = Database(path, MIGRATIONS, readonly=readonly)
         self._agent_ids: dict[str, int] = {}
 
@@ -75,8 +76,9 @@ class Store:
             raise
 
     def _add(self, observations: Iterable[Observation]) -> AddResult:
-        if self.reserve_bytes and self.path != ":memory:":
-            self.db.cap_growth(self.reserve_bytes)
+        if (self.reserve_bytes or self._capped) and self.path != ":memory:":
+            self.db.cap_growth(self.reserve_bytes)  # free space changes: measured before every write
+            self._capped = True
         result = AddResult()
         touched: set[tuple[int, int]] = set()
         windows: set[int] = set()

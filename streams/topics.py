@@ -49,10 +49,13 @@ class Topics:
         return f"{self.root}/errors"
 
     def subscriptions(self) -> list[tuple[str, int]]:
-        """(filter, QoS) the daemon listens to."""
+        """(filter, QoS) the daemon listens to. Questions at QoS 0: a QoS 1 caption is acknowledged
+        only once stored, and while a full disk holds a window of them unacknowledged the broker sends
+        no further QoS 1 message; a question must not wait behind them. (A question sent while the
+        daemon is away is not kept for it: the asker gets no answer and asks again.)"""
         return [
             (f"{self.root}/agents/+/caption", 1), (f"{self.root}/agents/+/audio", 0),
-            (f"{self.root}/agents/+/frame", 0), (f"{self.root}/agents/+/status", 1), (self.query, 1),
+            (f"{self.root}/agents/+/frame", 0), (f"{self.root}/agents/+/status", 1), (self.query, 0),
         ]
 
     def parse(self, topic: str) -> tuple[str, str | None]:
