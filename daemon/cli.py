@@ -112,6 +112,16 @@ def build_parser() -> argparse.ArgumentParser:
     fr.add_argument("--enforce", action="store_true", help="apply the retention policy now")
     _common(fr)
 
+    ld = sub.add_parser("load", help="synthetic agents at N times realistic rates, on loopback only")
+    ld.add_argument("--agents", type=int, default=6, help="number of synthetic agents (load00, load01, ...)")
+    ld.add_argument("--seconds", type=float, default=60, help="how long to send (bounded: at most 3600)")
+    ld.add_argument("--factor", type=float, default=10, help="times the realistic rates (captions 0.5/s, "
+                    "audio chunks 2/s of 0.5 s, frames 1/s of 30 kB per agent)")
+    ld.add_argument("--kinds", default="caption,audio,frame", help="comma-separated: caption, audio, frame")
+    ld.add_argument("--port", type=int, help="broker port (default: mqtt.port); the host is always loopback")
+    ld.add_argument("--mqtt311", action="store_true", help="MQTT 3.1.1: audio/frame metadata in a JSON header line")
+    _common(ld)
+
     ch = sub.add_parser("chat", help="ask questions interactively (of the running daemon, else in process)")
     ch.add_argument("--asker", help="who asks: 'I' in the questions means this agent")
     ch.add_argument("--local", action="store_true", help="answer in process even when a daemon runs")

@@ -23,7 +23,7 @@ def dispatch(args: argparse.Namespace) -> int:
     handler = {
         "import": cmd_import, "retrieve": cmd_retrieve, "bench": cmd_bench,
         "status": cmd_status, "index": cmd_index, "config": cmd_config, "consolidate": cmd_consolidate,
-        "ask": cmd_ask, "run": cmd_run, "replay": cmd_replay, "chat": cmd_chat,
+        "ask": cmd_ask, "run": cmd_run, "replay": cmd_replay, "chat": cmd_chat, "load": cmd_load,
     }.get(args.command)
     if handler is None:  # the perception commands live beside this file
         from daemon import perceive
@@ -383,6 +383,12 @@ def cmd_replay(args) -> int:
     seconds = time.perf_counter() - t0
     out(args, {"sent": sent, "seconds": round(seconds, 2)}, f"\nreplayed {sent} captions in {seconds:.1f}s")
     return 0
+
+
+def cmd_load(args) -> int:
+    from daemon import load
+
+    return load.cmd_load(args, settings_of(args), UserError, out)
 
 
 def cmd_chat(args) -> int:
