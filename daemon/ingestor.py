@@ -93,11 +93,16 @@ class Ingestor:
     async def run(self) -> None:
         while True:
             batch = [await self.queue.get()]
+            # up to 0.2 s of messages, but no waiting on a quiet queue: the broker sends no more than
+            # its in-flight window (20 by default for MQTT 3.1.1 clients of mosquitto) before our acks
             deadline = time.monotonic() + 0.2
-            while len(batch) < 1000 and time.monotonic() < deadline:
+            idle = 0
+            while len(batch) < 1000 and time.monotonic() < deadline and idle < 3:
                 try:
                     batch.append(self.queue.get_nowait())
+                    idle = 0
                 except asyncio.QueueEmpty:
+                    idle += 1
                     await asyncio.sleep(0.01)
             captions = [c for c in (self.parse(*item[:3]) for item in batch) if c]
             if captions:

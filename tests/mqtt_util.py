@@ -38,8 +38,11 @@ class Mosquitto:
         self.port = port or free_port()
         self.folder = folder
         conf = folder / "mosquitto.conf"
+        # started as root, mosquitto drops to its own user, who cannot write pytest's private folders:
+        # its persistence file would silently never be written
+        as_root = "user root\n" if os.geteuid() == 0 else ""
         conf.write_text(
-            f"listener {self.port} 127.0.0.1\nallow_anonymous true\npersistence true\n"
+            f"{as_root}listener {self.port} 127.0.0.1\nallow_anonymous true\npersistence true\n"
             f"persistence_location {folder}/\nmax_queued_messages 100000\n"
         )
         self.proc = subprocess.Popen([exe, "-c", str(conf)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
