@@ -26,7 +26,8 @@ R = "chorus/v1"
 def fault_env(port: int, **extra) -> dict:
     # windows close on the watermark only (no wall-clock closing), so the closed set is known
     return daemon_env(port, CHORUS__DAEMON__CONSOLIDATE_EVERY_S="3600", CHORUS__DAEMON__SILENCE_S="3600",
-                      CHORUS__MQTT__CLIENT_ID="chorus-faults", **extra)
+                      CHORUS__MQTT__CLIENT_ID="chorus-faults", CHORUS__CONSOLIDATION__INPUT_TOKENS="300",
+                      CHORUS__CONSOLIDATION__OUTPUT_TOKENS="120", CHORUS__CONSOLIDATION__MAX_EVENTS="2", **extra)
 
 
 def captions(n: int, step_ms: int, offset_ms: int = 300_000):
@@ -99,16 +100,16 @@ class Rig:
         return query(self.db, "SELECT COUNT(*) FROM observations")[0][0] if self.db.exists() else 0
 
 
-N = 3000
+N = 2000
 
 
 @pytest.mark.parametrize("fault", ["kill -9 while ingesting", "broker restart while ingesting",
                                    "daemon down 15 s while agents send"])
 def test_every_caption_stored_once_through_a_fault(tmp_path, fault):
-    """3,000 QoS 1 captions from 3 agents over two windows (the first closes on the watermark and
+    """2,000 QoS 1 captions from 3 agents over two windows (the first closes on the watermark and
     is consolidated by the tiny model); the fault strikes after the first 1,000 are sent."""
     rig = Rig(tmp_path)
-    items = list(captions(N, step_ms=200))
+    items = list(captions(N, step_ms=300))
     sent_ids = {f"f{i}" for i in range(N)}
 
     async def strike() -> None:
@@ -149,25 +150,25 @@ def test_every_caption_stored_once_through_a_fault(tmp_path, fault):
 
 
 def test_kill_9_while_consolidating_then_every_window_once(tmp_path):
-    """Captions over five windows; kill -9 once the first window's events are written (the tiny
+    """Captions over four windows; kill -9 once the first window's events are written (the tiny
     model is then at work on the next); after the restart every closed window has one generation."""
     rig = Rig(tmp_path)
-    n = 1500
-    items = list(captions(n, step_ms=2000, offset_ms=0))  # 50 minutes: windows 0-3 close on the watermark
-    until = W0 + 4 * 600_000
+    n = 1000
+    items = list(captions(n, step_ms=2000, offset_ms=0))  # 33 minutes: windows 0-2 close on the watermark
+    until = W0 + 3 * 600_000
     try:
         asyncio.run(publish_all(rig.broker.port, items))
         assert wait_until(lambda: rig.count() >= n, 120)
         done = wait_until(lambda: closed_once(rig.db, until)[1] >= 1 and closed_once(rig.db, until), 400)
         rig.kill()
-        assert done and done[1] < 4, done  # killed with work left
+        assert done and done[1] < 3, done  # killed with work left
         killed_at = done[1]
         rig.start()
-        final = wait_until(lambda: (c := closed_once(rig.db, until))[1] == 4 and c, 600)
+        final = wait_until(lambda: (c := closed_once(rig.db, until))[1] == 3 and c, 600)
     finally:
         rig.close()
     t = tally(rig.db, {f"f{i}" for i in range(n)})
-    record({"fault": "kill -9 while consolidating", **t, "windows_closed": 4, "windows_once": final and final[1],
+    record({"fault": "kill -9 while consolidating", **t, "windows_closed": 3, "windows_once": final and final[1],
             "windows_done_at_kill": killed_at})
-    assert final == (4, 4)
+    assert final == (3, 3)
     assert (t["stored"], t["duplicated"], t["lost"], t["integrity"]) == (n, 0, 0, "ok")
