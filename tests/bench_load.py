@@ -72,7 +72,10 @@ class Stats(threading.Thread):
                     if self.stop.is_set():
                         return
 
-        asyncio.run(main())
+        try:
+            asyncio.run(main())
+        except aiomqtt.MqttError:  # the broker stopped at the end of the run
+            pass
 
 
 def main() -> int:
