@@ -249,9 +249,16 @@ class Daemon:
         mine = Retrievers(wiring.open_store(self.settings, self.db), self.clock, self.settings.retrieval,
                           embedder_factory=lambda: retrievers.vectors()[1])
         while True:
-            done = await asyncio.to_thread(mine.prepare, lexical=False, stop=self.closing.is_set, batch=32)
-            if any(done.values()):
-                logger.info("embedded %s", done)
+            try:
+                done = await asyncio.to_thread(mine.prepare, lexical=False, stop=self.closing.is_set, batch=32)
+                if any(done.values()):
+                    logger.info("embedded %s", done)
+            except Exception as e:  # a full disk: the vectors wait, the daemon keeps serving
+                from memory.db import is_full
+
+                full = is_full(e) or is_full(e.__cause__ or e)
+                logger.warning("embedding paused (%s: %s)", type(e).__name__, e)
+                self.report("disk_full" if full else "internal", f"embedding paused: {type(e).__name__}: {e}")
             await asyncio.sleep(self.settings.daemon.index_every_s)
 
     async def _stats(self) -> None:
