@@ -14,7 +14,9 @@ import time
 from collections.abc import Callable, Sequence
 
 import numpy as np
+import sqlean as sqlite3
 
+from memory.db import is_full
 from memory.lexical import EVENTS, SEGMENTS, Source
 from memory.store import Store
 from memory.tokenize import english_view
@@ -62,7 +64,18 @@ class VectorIndex:
         """Embeds the rows changed since the last refresh; returns how many were (re)embedded.
         With `limit`, a backlog larger than that is left alone (to a background refresh) and 0
         returned. `stop()` is asked between batches: a stopped refresh keeps what it stored and
-        the next one embeds the rest again."""
+        the next one embeds the rest again. On a full disk the rows wait (logged, 0 returned): a
+        question is answered without their vectors."""
+        try:
+            return self._refresh(progress, limit, stop, batch)
+        except (sqlite3.OperationalError, OSError) as e:
+            if not is_full(e):
+                raise
+            logger.warning("%s vectors wait for disk space (%s)", self.source.name, e)
+            return 0
+
+    def _refresh(self, progress: Callable[[int], None] | None, limit: int | None,
+                 stop: Callable[[], bool] | None, batch: int) -> int:
         rev = self._ensure()
         s = self.source
         db = self.store.db
@@ -89,7 +102,8 @@ class VectorIndex:
             done += len(chunk)
             if progress:
                 progress(len(chunk))
-        db.execute("UPDATE vector_indices SET rev = ? WHERE name = ?", (top, s.name))
+        if top != rev:
+            db.execute("UPDATE vector_indices SET rev = ? WHERE name = ?", (top, s.name))
         if rows:
             logger.info("embedded %d %s in %.1f s", len(rows), s.name, time.perf_counter() - t0)
         return done
