@@ -93,7 +93,8 @@ CASES = [  # (case, topic, payload, code)
     ("extra topic level (/ in the id)", f"{R}/agents/robot1/x/caption", cap(), None),
     ("empty agent id", f"{R}/agents//caption", cap(), "bad_topic"),
     ("agent not on the allow-list", f"{R}/agents/intruder/caption", cap(), "not_allowed"),
-    ("audio (not handled by this version)", f"{R}/agents/robot1/audio", b"\x00\x01" * 100, "unsupported"),
+    ("audio chunk without ts/seq (no MQTT 5 properties, no JSON header)", f"{R}/agents/robot1/audio",
+     b"\x00\x01" * 100, "bad_schema"),
 ]
 
 

@@ -29,7 +29,8 @@ from streams.link import Inbound
 from streams.topics import Topics
 
 KNOWN = {"bad_schema", "bad_encoding", "bad_topic", "bad_time", "too_large", "bad_input", "not_allowed",
-         "rate_limited", "unsupported", "bad_as_of", "bad_reply_to", "queue_full", "bad_record"}
+         "rate_limited", "unsupported", "bad_as_of", "bad_reply_to", "queue_full", "bad_record",
+         "audio_gap", "audio_backlog", "bad_frame", "model_error"}  # the last four from perception
 R = "chorus/v1"
 CLOCK = HouseClock.of("2025-01-01", "UTC")
 STORE = Store(":memory:")
