@@ -107,8 +107,22 @@ def pcm_chunk(seconds: float = AUDIO_CHUNK_S, hz: float = 220.0) -> bytes:
 
 
 def jpeg_like(size: int = FRAME_BYTES) -> bytes:
-    """JPEG markers around random bytes: the size and framing of a frame (no image library needed)."""
-    return b"\xff\xd8\xff\xe0" + random.randbytes(size - 6) + b"\xff\xd9"
+    """A real JPEG of about `size` bytes (a noisy 320x240 picture, so the daemon stores it like a
+    camera frame), padded after its end marker to the size asked."""
+    import io
+
+    from PIL import Image
+
+    rng = random.Random(7)
+    img = Image.frombytes("RGB", (320, 240), bytes(rng.randrange(256) for _ in range(320 * 240 * 3)))
+    buf = io.BytesIO()
+    for q in (85, 70, 50, 30, 15):
+        buf = io.BytesIO()
+        img.save(buf, "JPEG", quality=q)
+        if buf.tell() <= size:
+            break
+    data = buf.getvalue()
+    return data + b"\0" * max(0, size - len(data))
 
 
 @dataclass

@@ -141,6 +141,8 @@ def main() -> int:
         "question_ms": {"idle": [round(x) for x in idle], "under_load": [round(x) for x in loaded]},
         "errors_seen": stats.errors, "daemon_alive": alive,
         "daemon_counts": stats.stats[-1]["captions"] if stats.stats else None,
+        "speech": stats.stats[-1].get("speech") if stats.stats else None,
+        "frames": stats.stats[-1].get("frames") if stats.stats else None,
     }, indent=1))
     shutil.rmtree(tmp, ignore_errors=True)
     return 0
