@@ -99,6 +99,11 @@ class LocalLLM:
         self._grammars: dict[type, object] = {}
         logger.info("loaded %s (%s) in %.1fs, n_ctx=%d", self.name, self.path.name, time.perf_counter() - t0, self.n_ctx)
 
+    def close(self) -> None:
+        """Frees the model now (rather than in a finaliser at interpreter exit, when llama.cpp's
+        own bindings may already be gone)."""
+        self.llama.close()
+
     # -- tokens -------------------------------------------------------------------------
     def count(self, text: str) -> int:
         return len(self.llama.tokenize(text.encode("utf-8"), add_bos=False, special=False)) if text else 0

@@ -74,4 +74,6 @@ def tiny_llm():
     from models.bundled import tiny
     from models.llm import LocalLLM
 
-    return LocalLLM(tiny(), n_ctx=4096, n_threads=2, time_limit_s=900)
+    llm = LocalLLM(tiny(), n_ctx=4096, n_threads=2, time_limit_s=900)
+    yield llm
+    llm.close()
