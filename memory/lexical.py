@@ -32,6 +32,7 @@ from memory.tokenize import VERSION as TOKENIZER_VERSION
 from memory.tokenize import tokenize
 
 logger = logging.getLogger(__name__)
+logging.getLogger("bm25s").setLevel(logging.WARNING)  # bm25s sets its own logger to DEBUG on import
 FORMAT = f"1/{TOKENIZER_VERSION}"
 
 
