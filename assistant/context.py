@@ -9,14 +9,6 @@ from memory.records import Unit
 from memory.tokenize import estimate_tokens, query_tokens
 
 
-def render_unit(u: Unit, label: Callable[[int], str]) -> str:
-    return f"[{u.agent} {label(u.start_ms)} - {label(u.end_ms)[-8:]}]\n{u.text}"
-
-
-def context_tokens(units: list[Unit], label: Callable[[int], str]) -> int:
-    return sum(estimate_tokens(render_unit(u, label)) for u in units)
-
-
 def fit_units(units: list[Unit], q: Query, budget: int, count: Callable[[str], int],
               label: Callable[[int], str]) -> tuple[list[Unit], str]:
     """Units numbered for citation, each cut to its share of the token budget.
