@@ -6,7 +6,7 @@ from collections.abc import Callable
 
 from assistant.query import Query, person_name
 from memory.records import Unit
-from memory.tokenize import estimate_tokens, query_tokens
+from memory.tokenize import query_tokens
 
 
 def fit_units(units: list[Unit], q: Query, budget: int, count: Callable[[str], int],
