@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import re
 import time
 from collections.abc import Callable
 from dataclasses import replace
@@ -20,6 +21,7 @@ from streams.messages import QueryMessage, dumps
 from streams.topics import Topics
 
 logger = logging.getLogger(__name__)
+_SAFE_ID = re.compile(r"[A-Za-z0-9_.:-]{1,128}")
 ABSURD_AS_OF_MS = 30 * 366 * 86_400_000  # further from now than this is a typo, not a question
 
 
@@ -54,13 +56,17 @@ class QuestionDesk:
             return q.reply_to
         if m.response_topic:
             return m.response_topic
-        return self.topics.answer(qid or "unknown")
+        # the id of a refused question is the asker's raw text: only a well-formed one names a topic
+        return self.topics.answer(qid if qid and _SAFE_ID.fullmatch(qid) else "unknown")
 
     def _unsafe(self, topic: str | None) -> bool:
         return bool(topic) and (any(c in topic for c in "+#\0") or topic.startswith("$") or (
             topic.startswith(self.topics.root + "/") and not topic.startswith(self.topics.answer(""))))
 
     def _send(self, topic: str, body: dict, m: Inbound) -> None:
+        if any(c in topic for c in "+#\0"):  # not a topic one may publish to: nobody can get it
+            logger.warning("no reply for question %r: %r is not a publishable topic", body.get("id"), topic)
+            return
         self.publish(topic, dumps(body), qos=1, correlation=m.correlation)
 
     def _fail(self, m: Inbound, q: QueryMessage | None, qid: str | None, code: str, message: str) -> None:

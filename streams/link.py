@@ -201,6 +201,9 @@ class Link:
                 props.CorrelationData = correlation
             try:
                 await client.publish(topic, payload, qos=qos, retain=retain, properties=props)
+            except ValueError as e:  # a topic no broker accepts (wildcards, NUL): drop it, keep the link
+                logger.error("not published to %r: %s", topic, e)
+                continue
             except aiomqtt.MqttError:
                 if not self.outbox.full():  # not lost: it goes out after the reconnect
                     self.outbox.put_nowait((topic, payload, qos, retain, correlation))

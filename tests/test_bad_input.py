@@ -136,6 +136,19 @@ def test_bad_question_gets_its_code_on_errors_and_to_the_asker(live, case, body,
     assert proc.poll() is None
 
 
+def test_a_refused_question_with_wildcards_in_its_id_gets_no_reply_topic_of_them(live):
+    """Its id cannot name an answer topic (found by the fuzzer: the daemon once died publishing one)."""
+    broker, proc, db = live
+    body = json.dumps({"id": "a+b/#", "question": "where?"}).encode()
+    got = asyncio.run(send(broker.port, [(f"{R}/query", body)], [f"{R}/errors", f"{R}/answer/#"],
+                           until=lambda got: any(b.get("id") == "a+b/#" for _, b in got)))
+    assert {b["code"] for t, b in got if t == f"{R}/errors" and b.get("id") == "a+b/#"} == {"bad_schema"}
+    assert proc.poll() is None
+    ok = asyncio.run(send(broker.port, [(f"{R}/query", json.dumps({"id": "after1", "question": "where?"}).encode())],
+                          [f"{R}/answer/after1"], until=lambda got: bool(got), wait_s=120))
+    assert ok and ok[0][1]["id"] == "after1" and proc.poll() is None
+
+
 def test_flood_from_one_agent_is_rate_limited_and_others_still_stored(live):
     broker, proc, db = live
     flood = [(f"{R}/agents/flood1/caption", cap(id=f"fl{i}", ts=TS + i)) for i in range(400)]
