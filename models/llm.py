@@ -22,6 +22,7 @@ from typing import TypeVar
 from pydantic import BaseModel, ValidationError
 
 from models.errors import ModelError, ModelTimeout
+from models.lifetime import close_at_exit, free_llama
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T", bound=BaseModel)
@@ -57,13 +58,18 @@ class PriorityGate:
         self._busy = False
         self.waiting = [0, 0]
 
-    def acquire(self, priority: int) -> None:
+    def acquire(self, priority: int, timeout: float | None = None) -> bool:
+        """True once the model is this caller's; False if `timeout` seconds passed first."""
         with self._cond:
             self.waiting[priority] += 1
-            while self._busy or (priority == LOW and self.waiting[HIGH]):
-                self._cond.wait()
-            self.waiting[priority] -= 1
-            self._busy = True
+            try:
+                free = self._cond.wait_for(
+                    lambda: not (self._busy or (priority == LOW and self.waiting[HIGH])), timeout)
+            finally:
+                self.waiting[priority] -= 1
+            if free:
+                self._busy = True
+            return free
 
     def release(self) -> None:
         with self._cond:
@@ -97,12 +103,25 @@ class LocalLLM:
         self.gate = PriorityGate()
         self.closing = threading.Event()
         self._grammars: dict[type, object] = {}
+        self._closed = False
+        close_at_exit(self)
         logger.info("loaded %s (%s) in %.1fs, n_ctx=%d", self.name, self.path.name, time.perf_counter() - t0, self.n_ctx)
 
     def close(self) -> None:
         """Frees the model now (rather than in a finaliser at interpreter exit, when llama.cpp's
-        own bindings may already be gone)."""
-        self.llama.close()
+        own bindings may already be gone); at exit this runs by itself (`models.lifetime`). A
+        generation still running gets until its next token to stop."""
+        if self._closed:
+            return
+        self.closing.set()
+        if not self.gate.acquire(LOW, timeout=10):
+            logger.warning("%s still generating: left to its finaliser", self.name)
+            return
+        try:
+            free_llama(self.llama)
+            self._closed = True
+        finally:
+            self.gate.release()
 
     # -- tokens -------------------------------------------------------------------------
     def count(self, text: str) -> int:
@@ -148,6 +167,8 @@ class LocalLLM:
         return self._grammars[schema]
 
     def _generate(self, messages, grammar, max_tokens, priority, time_limit_s) -> tuple[str, Usage]:
+        if self._closed:
+            raise ModelError(f"{self.name} is closed")
         limit = time_limit_s or self.time_limit_s
         room = self.n_ctx - self.prompt_tokens(messages)
         if room < 16:
