@@ -167,8 +167,6 @@ class LocalLLM:
         return self._grammars[schema]
 
     def _generate(self, messages, grammar, max_tokens, priority, time_limit_s) -> tuple[str, Usage]:
-        if self._closed:
-            raise ModelError(f"{self.name} is closed")
         limit = time_limit_s or self.time_limit_s
         room = self.n_ctx - self.prompt_tokens(messages)
         if room < 16:
@@ -177,7 +175,10 @@ class LocalLLM:
         t0 = time.perf_counter()
         parts: list[str] = []
         n = 0
+        stream = None
         try:
+            if self._closed:
+                raise ModelError(f"{self.name} is closed")
             stream = self.llama.create_chat_completion(
                 messages, grammar=grammar, max_tokens=min(max_tokens, room), temperature=self.temperature,
                 seed=self.seed, stream=True, repeat_penalty=self.repeat_penalty,
@@ -194,6 +195,8 @@ class LocalLLM:
                 if self.closing.is_set():
                     raise ModelPreempted("the process is stopping")
         finally:
+            if stream is not None:  # a generation cut short: not left suspended, holding the model, until exit
+                stream.close()
             self.gate.release()
         usage = Usage(self.prompt_tokens(messages), n, time.perf_counter() - t0)
         return "".join(parts), usage
