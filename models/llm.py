@@ -124,12 +124,18 @@ class LocalLLM:
             self.gate.release()
 
     # -- tokens -------------------------------------------------------------------------
+    def _open(self):
+        """The llama, or ModelError once closed (a freed model must never be called: it crashes)."""
+        if self._closed:
+            raise ModelError(f"{self.name} is closed")
+        return self.llama
+
     def count(self, text: str) -> int:
-        return len(self.llama.tokenize(text.encode("utf-8"), add_bos=False, special=False)) if text else 0
+        return len(self._open().tokenize(text.encode("utf-8"), add_bos=False, special=False)) if text else 0
 
     def trim(self, text: str, max_tokens: int) -> str:
         """The text cut to at most `max_tokens` tokens (whole characters kept)."""
-        toks = self.llama.tokenize(text.encode("utf-8"), add_bos=False, special=False)
+        toks = self._open().tokenize(text.encode("utf-8"), add_bos=False, special=False)
         if len(toks) <= max_tokens:
             return text
         return self.llama.detokenize(toks[:max_tokens]).decode("utf-8", errors="ignore")
@@ -177,9 +183,7 @@ class LocalLLM:
         n = 0
         stream = None
         try:
-            if self._closed:
-                raise ModelError(f"{self.name} is closed")
-            stream = self.llama.create_chat_completion(
+            stream = self._open().create_chat_completion(
                 messages, grammar=grammar, max_tokens=min(max_tokens, room), temperature=self.temperature,
                 seed=self.seed, stream=True, repeat_penalty=self.repeat_penalty,
             )

@@ -55,8 +55,8 @@ def test_every_command_help_shows_an_example_that_parses(path, capsys):
 
 @pytest.mark.slow
 def test_a_command_that_loads_the_model_exits_without_a_traceback(tmp_path):
-    """llama-cpp-python's finalisers at interpreter exit printed `TypeError: 'NoneType' object is not
-    callable` after every command that loaded the model; the model is now freed before exit."""
+    """llama-cpp-python's finalisers, left to interpreter shutdown, can print `TypeError: 'NoneType'
+    object is not callable` (seen at the end of `./dev test`); every loaded model is freed before."""
     db = str(tmp_path / "m.sqlite")
     lines = tmp_path / "robot1.jsonl"
     lines.write_text(json.dumps({"agent": "robot1", "start": "DAY1 11:09:43", "text": "I put the charger in the drawer"})
