@@ -16,6 +16,7 @@ import os
 import shutil
 import signal
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -110,9 +111,13 @@ def main() -> int:
             if durable or args.durable == "off":
                 over_mqtt = [asyncio.run(ask(broker.port, f"q{i}", *QUESTIONS[i % len(QUESTIONS)]))
                              for i in range(args.questions)]
+            print(json.dumps(ingest), file=sys.stderr, flush=True)
         finally:
             proc.send_signal(signal.SIGTERM)
-            proc.wait(60)
+            try:
+                proc.wait(300)  # a batch of background embedding finishes first
+            except subprocess.TimeoutExpired:
+                proc.kill()
     broker.stop()
     # the same questions in process, same database, same settings
     os.environ.update({k: v for k, v in env.items() if k.startswith("CHORUS")})
@@ -129,8 +134,7 @@ def main() -> int:
     for i in range(args.questions):
         q, opts, as_of = QUESTIONS[i % len(QUESTIONS)]
         t = time.perf_counter()
-        answerer.answer(Query(q, clock.parse(as_of), tuple(opts), asker=s.retrieval.asker, budget=s.retrieval.budget,
-                        search=s.retrieval))
+        answerer.answer(Query(q, clock.parse(as_of), tuple(opts), asker=s.retrieval.asker, budget=s.retrieval.budget))
         in_process.append((time.perf_counter() - t) * 1000)
     print(json.dumps({
         "ingest": ingest,
