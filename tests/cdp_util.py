@@ -36,11 +36,12 @@ class Browser:
         self.folder, self.size = folder, size
         profile = folder / "chromium-profile"
         profile.mkdir(parents=True, exist_ok=True)
+        port_file = profile / "DevToolsActivePort"
+        port_file.unlink(missing_ok=True)  # a stale one names a port of a browser gone
         self.proc = subprocess.Popen(
             [exe, *FLAGS, f"--user-data-dir={profile}", "--remote-debugging-port=0",
              f"--window-size={size[0]},{size[1]}", "about:blank"],
             stdout=subprocess.DEVNULL, stderr=open(folder / "chromium.log", "ab"))
-        port_file = profile / "DevToolsActivePort"
         deadline = time.time() + 60
         while not (port_file.exists() and port_file.read_text().strip()):
             if time.time() > deadline or self.proc.poll() is not None:
@@ -52,6 +53,13 @@ class Browser:
         self.console: list[str] = []
 
     async def __aenter__(self) -> Browser:
+        try:
+            return await self._connect()
+        except BaseException:
+            self._stop()
+            raise
+
+    async def _connect(self) -> Browser:
         self.session = aiohttp.ClientSession()
         async with self.session.get(f"http://127.0.0.1:{self.port}/json/list") as r:
             pages = [t for t in await r.json() if t["type"] == "page"]
@@ -67,6 +75,9 @@ class Browser:
         self._reader.cancel()
         await self.ws.close()
         await self.session.close()
+        self._stop()
+
+    def _stop(self) -> None:
         self.proc.terminate()
         try:
             self.proc.wait(10)

@@ -29,12 +29,16 @@ def web_env(broker_port: int, web_port: int, **extra: str) -> dict:
 
 
 def labelled_jpeg(color: tuple[int, int, int], text: str) -> bytes:
-    from PIL import Image, ImageDraw
+    from PIL import Image, ImageDraw, ImageFont
 
     img = Image.new("RGB", (192, 144), color)
     d = ImageDraw.Draw(img)
     d.rectangle((0, 100, 192, 144), fill=(20, 20, 20))
-    d.text((8, 110), text, fill=(255, 255, 255))
+    try:
+        font = ImageFont.load_default(size=15)
+    except TypeError:  # Pillow before 10.1: the small bitmap font
+        font = ImageFont.load_default()
+    d.text((8, 112), text, fill=(255, 255, 255), font=font)
     d.ellipse((70, 25, 120, 75), outline=(255, 255, 255), width=3)
     buf = io.BytesIO()
     img.save(buf, "JPEG", quality=70)

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from aiohttp import web
 
 from assistant.answer import unit_json
-from daemon.asking import Asking, AskError, error_body
+from daemon.asking import AskError, Asking, error_body
 from daemon.watch import Watch
 from memory.browse import Browse
 from memory.clock import DAY_MS, HouseClock
@@ -59,7 +59,7 @@ class Api:
     def routes(self) -> list[web.RouteDef]:
         return [web.post("/api/ask", self.ask), web.get("/api/events", self.events),
                 web.get("/api/units", self.units), web.get("/api/lines", self.lines),
-                web.get("/api/timeline", self.timeline), web.get(r"/api/frames/{agent}/{ts:\d{1,15}}.jpg", self.frame),
+                web.get("/api/timeline", self.timeline), web.get(r"/api/frames/{agent}/{ts:\d+}.jpg", self.frame),
                 web.get("/api/status", self.status), web.get("/api/stats", self.stats)]
 
     # -- asking ---------------------------------------------------------------------------
@@ -78,10 +78,8 @@ class Api:
             self.report(e.code, str(e), topic=where, id=q.id)
             raise Coded(e.code, str(e), qid=q.id) from None
         if request.query.get("stream", "") not in ("1", "true") and not q.stream:
-            last: dict = {}
-            async for last in self.asking.ask(q, stream=False):
-                pass
-            return json_response(last, _status_of(last))
+            chunks = [c async for c in self.asking.ask(q, stream=False)]  # one: the answer or an error
+            return json_response(chunks[-1], _status_of(chunks[-1]))
         resp = web.StreamResponse(headers={"Content-Type": "application/x-ndjson; charset=utf-8",
                                            "Cache-Control": "no-store", "X-Accel-Buffering": "no"})
         await resp.prepare(request)
@@ -154,7 +152,7 @@ class Api:
 
     async def frame(self, request: web.Request) -> web.StreamResponse:
         agent = self._agent(request.match_info["agent"])
-        ts = int(request.match_info["ts"])
+        ts = int(request.match_info["ts"][:16])
         try:
             within = min(max(float(request.query.get("within", "60")), 0.0), 3600.0)
         except ValueError:

@@ -88,9 +88,8 @@ class WebServer:
         path = self.files.get(name)  # a name from the request only picks among the files found at start
         if path is None:
             raise Coded("not_found", f"no file {name[:64]!r}")
-        return web.Response(body=path.read_bytes(), content_type=TYPES[path.suffix].split(";")[0],
-                            charset="utf-8" if "charset" in TYPES[path.suffix] else None,
-                            headers={"Cache-Control": "no-cache"})
+        return web.Response(body=path.read_bytes(),
+                            headers={"Content-Type": TYPES[path.suffix], "Cache-Control": "no-cache"})
 
     # -- the guard ------------------------------------------------------------------------------
     @web.middleware

@@ -318,12 +318,13 @@ async function refreshNow() {
   try { [st, stats] = await Promise.all([api("/api/status"), api("/api/stats")]); } catch (e) { return; }
   state.status = st;
   const i = st.info, m = st.memory, q = stats.queues || {}, sp = stats.speech, fr = stats.frames;
+  const asked = (stats.questions || {}).answered, webAsked = ((stats.web || {}).questions || {}).answered;
   dl("#now-daemon", [["version", i.version], ["model", i.model], ["up for", ago(i.started)], ["MQTT", st.mqtt.connected ? `connected (${st.mqtt.host})` : `down: ${st.mqtt.last_error || ""}`],
     ["memory file", i.db], ["house", i.house ? `DAY1 = ${i.house.day1}, ${i.house.timezone}` : null]]);
   dl("#now-memory", [["captions and lines", m.observations], ["agents", m.agents], ["events", m.events],
-    ["windows waiting for consolidation", stats.backlog.windows_pending], ["frames kept", fr ? fr.kept : m.frames], ["frames on disk", mb(fr ? fr.kept_bytes : m.frame_bytes)]]);
-  dl("#now-flow", [["captions/s", stats.captions_per_s], ["stored since start", stats.captions.stored], ["queues (captions / questions / outbox)", `${q.captions} / ${q.questions} / ${q.outbox}`],
-    ["questions answered (MQTT / web)", `${stats.questions.answered} / ${stats.web.questions.answered}`], ["answer p50", stats.answer_ms_p50 ? `${(stats.answer_ms_p50 / 1000).toFixed(1)} s` : null],
+    ["windows waiting for consolidation", (stats.backlog || {}).windows_pending], ["frames kept", fr ? fr.kept : m.frames], ["frames on disk", mb(fr ? fr.kept_bytes : m.frame_bytes)]]);
+  dl("#now-flow", [["captions/s", stats.captions_per_s], ["stored since start", (stats.captions || {}).stored], ["queues (captions / questions / outbox)", `${q.captions} / ${q.questions} / ${q.outbox}`],
+    ["questions answered (MQTT / web)", `${asked ?? "–"} / ${webAsked ?? "–"}`], ["answer p50", stats.answer_ms_p50 ? `${(stats.answer_ms_p50 / 1000).toFixed(1)} s` : null],
     ["speech real-time factor", sp ? sp.rtf : "off"], ["speech backlog", sp ? `${sp.backlog_s} s` : null]]);
   $("#now-agents tbody").replaceChildren(...st.agents.map(a => el("tr", {}, el("td", {}, agentChip(a.agent)),
     el("td", { class: a.status, text: a.status + (a.since ? ` (${ago(a.since)})` : "") }), el("td", { text: a.watermark ? labelIso(a.watermark) : "–" }))));
