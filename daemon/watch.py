@@ -8,8 +8,9 @@ from collections import deque
 
 
 class Watch:
-    def __init__(self, keep_errors: int = 50):
+    def __init__(self, keep_errors: int = 50, max_agents: int = 1000):
         self.agents: dict[str, dict] = {}
+        self.max_agents = max_agents  # statuses of made-up agents cannot grow it without bound
         self.errors: deque[dict] = deque(maxlen=keep_errors)
 
     def agent(self, agent: str, payload: bytes) -> None:
@@ -18,7 +19,8 @@ class Watch:
         if not text:
             self.agents.pop(agent, None)
             return
-        self.agents[agent] = {"status": text, "since": time.time()}
+        if agent in self.agents or len(self.agents) < self.max_agents:
+            self.agents[agent] = {"status": text, "since": time.time()}
 
     def online(self) -> list[str]:
         return sorted(a for a, v in self.agents.items() if v["status"] == "online")

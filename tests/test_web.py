@@ -90,7 +90,7 @@ def test_status_stats_agents_and_latest_errors(served):
     assert s["status"] == "online" and s["mqtt"]["connected"] and s["info"]["house"]["timezone"] == "Asia/Shanghai"
     by = {a["agent"]: a["status"] for a in s["agents"]}
     assert by == {"A1_JAKE": "online", "A2_ALICE": "offline", "A4_LUCIA": "unknown"}
-    assert s["memory"]["observations"] > 1000 and s["memory"]["events"] == 12 and s["memory"]["frames"] == 360
+    assert s["memory"]["observations"] > 1000 and s["memory"]["events"] == 13 and s["memory"]["frames"] == 360
     assert [d["label"] for d in s["memory"]["days"]] == ["DAY1"]
     code, st = served.http.json("GET", "/api/stats")
     assert code == 200 and {"captions", "questions", "queues", "backlog", "captions_per_s", "frames"} <= set(st)
@@ -103,7 +103,7 @@ def test_events_units_lines_and_timeline(served, clock):
     assert {"who", "what", "where", "how", "start", "end"} <= set(ev["events"][0])
     assert ev["events"][0]["start"] == "2025-01-01T11:00:00+08:00"
     assert [w["state"] for w in ev["windows"]] == ["consolidated"] * 3
-    t0, t1 = clock.at(1, 11 * 3600 + 300), clock.at(1, 11 * 3600 + 600)
+    t0, t1 = clock.at(1, 11 * 3600 + 1200), clock.at(1, 11 * 3600 + 1500)
     code, un = served.http.json("GET", f"/api/units?agent=A1_JAKE&from={t0}&to={t1}")
     assert code == 200 and 5 <= len(un["units"]) <= 10
     assert all(u["agent"] == "A1_JAKE" and u["end_ms"] > t0 and u["start_ms"] < t1 for u in un["units"])
@@ -112,7 +112,7 @@ def test_events_units_lines_and_timeline(served, clock):
     day = served.http.json("GET", f"/api/timeline?from={clock.at(1, 0)}&to={clock.at(2, 0)}")[1]
     assert day["bucket_ms"] == 600_000 and day["agents"] == ["A1_JAKE", "A2_ALICE", "A4_LUCIA"]
     assert len(day["coverage"]["A1_JAKE"]) == 12 and sum(c["frame"] for c in day["coverage"]["A4_LUCIA"]) == 120
-    assert len(day["windows"]) == 12 and all(w["events"] == 1 for w in day["windows"])
+    assert len(day["windows"]) == 13 and all(w["events"] == 1 for w in day["windows"])  # 13:00: a spill
     hour = served.http.json("GET", "/api/timeline?from=DAY1%2012:00&to=DAY1%2013:00")[1]
     assert hour["bucket_ms"] == 60_000 and len(hour["coverage"]["A2_ALICE"]) > 30
 
@@ -210,7 +210,7 @@ async def test_a_browser_asks_sees_the_evidence_and_finds_the_moment(served, tmp
 
         await b.click("nav a[data-view=timeline]")
         await b.wait_for("document.querySelectorAll('.agent-lane').length === 3", 20, "three agent rows")
-        await b.wait_for("document.querySelectorAll('#events-lane .cell.win').length === 12", 20, "12 windows")
+        await b.wait_for("document.querySelectorAll('#events-lane .cell.win').length === 13", 20, "13 windows")
         await b.click("#events-lane .cell.win:nth-child(4)")  # DAY1 11:30: zooms to its hour
         await b.wait_for("document.querySelectorAll('#detail-events li.event').length >= 1", 20, "window events")
         assert "11:00" in await b.eval("document.querySelector('#zoom-label').textContent")
@@ -238,6 +238,26 @@ async def test_a_browser_asks_sees_the_evidence_and_finds_the_moment(served, tmp
         DOCS.mkdir(exist_ok=True)
         for p in shots:  # small: a palette of 128 colours
             Image.open(p).convert("RGB").quantize(128).save(DOCS / f"web-{p.stem}.png", optimize=True)
+
+
+@pytest.mark.parametrize(("host", "token", "problem"), [
+    ("127.0.0.1", None, None), ("localhost", None, None), ("::1", None, None),
+    ("0.0.0.0", None, "web: Value error, web.host '0.0.0.0' is not loopback: set web.token"),
+    ("192.168.1.20", None, "is not loopback"), ("0.0.0.0", "t" * 24, None),
+    ("0.0.0.0", "short-secret", "web.token: Value error, must be at least 16 characters"),
+])
+def test_settings_want_a_token_off_loopback(monkeypatch, tmp_path, host, token, problem):
+    from daemon.settings import check_config
+
+    monkeypatch.setenv("CHORUS__WEB__HOST", host)
+    if token:
+        monkeypatch.setenv("CHORUS__WEB__TOKEN", token)
+    settings, problems = check_config(None)
+    if problem is None:
+        assert problems == [] and settings.web.host == host
+    else:
+        assert settings is None and problem in problems[0], problems
+        assert token is None or token not in problems[0]
 
 
 def test_token_rule(tmp_path, slice_db):
