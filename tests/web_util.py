@@ -78,6 +78,7 @@ class Http:
         h = dict(headers or {})
         if isinstance(body, dict):
             body = json.dumps(body).encode()
+        if body is not None:
             h.setdefault("Content-Type", "application/json")
         if self.token:
             h.setdefault("Authorization", f"Bearer {self.token}")
