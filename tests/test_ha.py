@@ -49,7 +49,7 @@ async def ask_via_text(port: int, cfg: dict, question: str, answer_topic: str) -
     async with aiomqtt.Client("127.0.0.1", port, protocol=aiomqtt.ProtocolVersion.V311) as c:
         await c.subscribe(answer_topic, qos=1)
         await c.publish(cfg["command_topic"], payload, qos=1)
-        async with asyncio.timeout(400):
+        async with asyncio.timeout(600):
             async for m in c.messages:
                 body = json.loads(bytes(m.payload))
                 if body.get("status") in ("ok", "error"):

@@ -167,7 +167,7 @@ def test_bad_requests_get_the_coded_errors(served, method, path, body, headers, 
 
 def test_ask_returns_the_answer_json_and_writes_nothing(served):
     before = query(served.db, "SELECT (SELECT COUNT(*) FROM observations), (SELECT COUNT(*) FROM events)")
-    code, a = served.http.json("POST", "/api/ask", {"id": "w-1", **EXAMPLE}, timeout=400)
+    code, a = served.http.json("POST", "/api/ask", {"id": "w-1", **EXAMPLE}, timeout=600)
     assert code == 200 and a["id"] == "w-1" and a["status"] == "ok" and a["choice"] in ("A", "B", "C", "D")
     assert a["answer"].startswith(a["choice"] + ". ")
     assert a["evidence"] and all(e["end"] <= "2025-01-01T12:00:00+08:00" for e in a["evidence"])
@@ -199,7 +199,7 @@ async def test_a_browser_asks_sees_the_evidence_and_finds_the_moment(served, tmp
         await b.type("#as-of", "DAY1 12:00")
         await b.click("#ask-button")
         await b.wait_for("document.querySelector('#progress li.now, #progress li.done') !== null", 10, "progress")
-        await b.wait_for("!document.querySelector('#answer').hidden", 400, "the answer")
+        await b.wait_for("!document.querySelector('#answer').hidden", 600, "the answer")
         answer = await b.eval("document.querySelector('#answer-text').textContent")
         assert answer[:3] in ("A. ", "B. ", "C. ", "D. "), answer
         cited = await b.eval("[...document.querySelectorAll('#evidence li')].map(li => li.innerText)")

@@ -22,10 +22,13 @@ AGENT_COLORS = {"A1_JAKE": (70, 110, 190), "A2_ALICE": (60, 150, 110), "A4_LUCIA
 
 def web_env(broker_port: int, web_port: int, **extra: str) -> dict:
     """The daemon of these tests: no speech models and no dense vectors (the page is under test, not
-    perception or retrieval), the rule planner, frames of 2025 kept."""
-    return daemon_env(broker_port, CHORUS__WEB__PORT=str(web_port), CHORUS__SPEECH__ENABLED="false",
-                      CHORUS__RETRIEVAL__DENSE="false", CHORUS__ANSWER__PLANNER="rule",
-                      CHORUS__FRAMES__MAX_AGE_H="1000000", **extra)
+    perception or retrieval), the rule planner and a short context (a question costs the shared
+    cores a minute, not five), frames of 2025 kept."""
+    env = daemon_env(broker_port, CHORUS__WEB__PORT=str(web_port), CHORUS__SPEECH__ENABLED="false",
+                     CHORUS__RETRIEVAL__DENSE="false", CHORUS__ANSWER__PLANNER="rule",
+                     CHORUS__RETRIEVAL__BUDGET="8", CHORUS__FRAMES__MAX_AGE_H="1000000")
+    env["CHORUS__ANSWER__CONTEXT_TOKENS"] = "800"
+    return env | extra
 
 
 def labelled_jpeg(color: tuple[int, int, int], text: str) -> bytes:
@@ -94,7 +97,7 @@ class Http:
         status, _, data = self.request(method, path, body, **kw)
         return status, json.loads(data)
 
-    def stream(self, path: str, body: dict, timeout: float = 400) -> tuple[int, list[dict]]:
+    def stream(self, path: str, body: dict, timeout: float = 600) -> tuple[int, list[dict]]:
         c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
         try:
             c.request("POST", path, body=json.dumps(body).encode(), headers={"Content-Type": "application/json"})
