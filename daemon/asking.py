@@ -2,8 +2,10 @@
 the answerer's indices and its store connection are not for two threads at once.
 
 `Asking.answer` is what the MQTT question desk calls; `Asking.ask` is the HTTP side: a validated
-`QueryMessage` in, the same chunks as the MQTT `stream` mode out (working, each piece of
-evidence, the answer JSON), the last one always the answer or a coded error.
+`QueryMessage` in, the chunks of the MQTT `stream` mode out (working, each piece of evidence, the
+answer JSON), the last one always the answer or a coded error. Over HTTP one more `working` chunk
+(stage `answering`) carries the context the model reads, as soon as it is chosen: on a small box
+the reading takes a minute, and the page shows the moments meanwhile.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import threading
 import time
 from collections.abc import AsyncIterator
 
-from assistant.answer import Answer, Answerer, answer_json
+from assistant.answer import Answer, Answerer, answer_json, unit_json
 from assistant.query import Query
 from daemon.questions import ABSURD_AS_OF_MS
 from memory.clock import HouseClock
@@ -38,10 +40,10 @@ class Asking:
         self.counts = {"questions": 0, "answered": 0, "failed": 0, "refused": 0}
         self.last: dict | None = None  # the latest answer given over HTTP
 
-    def answer(self, query: Query) -> Answer:
+    def answer(self, query: Query, shown=None) -> Answer:
         """Blocking: waits for any question under way, then answers this one."""
         with self._lock:
-            return self.answerer.answer(query)
+            return self.answerer.answer(query, shown) if shown else self.answerer.answer(query)
 
     def query_of(self, q: QueryMessage, now_ms: int | None = None) -> tuple[Query, int]:
         """The question as the answerer takes it, and its as-of time; AskError(bad_as_of) when the
@@ -74,9 +76,26 @@ class Asking:
             return
         if stream:
             yield {"id": q.id, "status": "working", "stage": "retrieval"}
+        loop, chunks = asyncio.get_running_loop(), asyncio.Queue()
+
+        def shown(units, events) -> None:  # in the worker thread, before the model reads
+            chunk = {"id": q.id, "status": "working", "stage": "answering",
+                     "context": [unit_json(u, self.clock) for u in units], "events": len(events)}
+            loop.call_soon_threadsafe(chunks.put_nowait, chunk)
+
         self.waiting += 1
+        job = asyncio.ensure_future(asyncio.to_thread(self.answer, query, shown if stream else None))
         try:
-            a = await asyncio.to_thread(self.answer, query)
+            while not job.done():
+                got = asyncio.ensure_future(chunks.get())
+                await asyncio.wait({job, got}, return_when=asyncio.FIRST_COMPLETED)
+                if got.done():
+                    yield got.result()
+                else:
+                    got.cancel()
+            while not chunks.empty():  # told just before the answer came
+                yield chunks.get_nowait()
+            a = job.result()
         except Exception as e:  # the daemon keeps serving; the asker learns why
             logger.exception("question %s failed", q.id)
             self.counts["failed"] += 1

@@ -181,6 +181,9 @@ def test_ask_streams_working_evidence_answer(served):
     code, chunks = served.http.stream("/api/ask?stream=1", {"id": "w-2", **EXAMPLE, "as_of": "DAY1 12:30"})
     assert code == 200
     assert chunks[0] == {"id": "w-2", "status": "working", "stage": "retrieval"}
+    reading = chunks[1]  # over HTTP: what the model reads, before it has read it
+    assert reading["stage"] == "answering" and len(reading["context"]) == chunks[-1]["context"]["units"]
+    assert {u["start"] for u in chunks[-1]["evidence"]} <= {u["start"] for u in reading["context"]}
     assert chunks[-1]["status"] == "ok" and chunks[-1]["id"] == "w-2"
     partial = [c for c in chunks if c["status"] == "partial"]
     assert [c["evidence_index"] for c in partial] == list(range(len(chunks[-1]["evidence"])))

@@ -107,7 +107,7 @@ function evidenceItem(u, frames, pending) {
 }
 
 function renderAnswer(a) {
-  $("#answer").hidden = false;
+  $("#answer").hidden = false; $("#reading").hidden = true;
   $("#answer-text").textContent = a.answer || "(no answer)";
   const t = a.timings_ms || {};
   $("#answer-meta").textContent = `as of ${labelIso(a.as_of)} · ${a.cited ? "the model cited its evidence" : "no citation: the first units shown"}`
@@ -144,7 +144,7 @@ async function ask(ev) {
   const body = { id: "web-" + Date.now().toString(36) + Math.random().toString(36).slice(2, 8), question, options };
   if ($("#as-of").value.trim()) body.as_of = $("#as-of").value.trim();
   if ($("#asker").value.trim()) body.asker = $("#asker").value.trim();
-  $("#ask-error").hidden = true; $("#answer").hidden = true; $("#progress").hidden = false;
+  $("#ask-error").hidden = true; $("#answer").hidden = true; $("#progress").hidden = false; $("#reading").hidden = true;
   $("#evidence").replaceChildren(); $("#ask-button").disabled = true;
   stage("working");
   const t0 = performance.now();
@@ -177,7 +177,12 @@ async function ask(ev) {
 }
 
 function onChunk(c) {
-  if (c.status === "working") stage("working");
+  if (c.status === "working" && c.stage === "answering") {  // what the model reads, while it reads
+    stage("evidence");
+    $("#reading").hidden = false;
+    $("#reading summary span").textContent = `The model is reading ${c.context.length} moments and ${c.events} shared-memory events…`;
+    $("#reading ul").replaceChildren(...c.context.map(u => evidenceItem(u, [], true)));
+  } else if (c.status === "working") stage("working");
   else if (c.status === "partial") {
     stage("evidence");
     $("#evidence").append(evidenceItem(c.evidence, [], true));
