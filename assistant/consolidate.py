@@ -25,9 +25,10 @@ from assistant.prompts import (
     CONSOLIDATE_VERSION,
     events_schema,
 )
-from assistant.query import person_name
+from assistant.query import person_name, person_names
 from memory.clock import HouseClock
 from memory.events import Event, EventStore, WindowObservation
+from memory.records import WINDOW_MS, clean_line
 from memory.tokenize import tokenize
 from models.errors import ModelError
 from models.llm import LOW, LocalLLM, ModelCutShort, ModelPreempted
@@ -59,6 +60,7 @@ def input_hash(obs: list[WindowObservation], settings: ConsolidationSettings) ->
 def select_lines(obs: list[WindowObservation], clock: HouseClock) -> tuple[list[tuple[int, str]], list[tuple[int, str]]]:
     """(speech lines, sight lines) as (time, text): one language a moment, each utterance once."""
     english = {(o.agent, o.kind, o.start_ms) for o in obs if o.lang == "en"}
+    name = person_names({o.agent for o in obs})
     speech, sight, heard = [], [], {}
     for o in obs:
         if o.lang != "en" and (o.agent, o.kind, o.start_ms) in english:
@@ -72,7 +74,7 @@ def select_lines(obs: list[WindowObservation], clock: HouseClock) -> tuple[list[
             who = person_name(o.speaker) if o.speaker else "Someone"
             speech.append((o.start_ms, f'{hhmmss} {who} said: "{o.text}"'))
         else:
-            sight.append((o.start_ms, f"{hhmmss} [{person_name(o.agent)}] {o.text}"))
+            sight.append((o.start_ms, f"{hhmmss} [{name[o.agent]}] {o.text}"))
     return speech, sight
 
 
@@ -99,7 +101,7 @@ def build_prompt(
     window_start: int, lines: list[str], names: list[str], clock: HouseClock, *, example: bool = True
 ) -> list[dict]:
     label = clock.label(window_start)
-    end = clock.label(window_start + 600_000)[-8:-3]
+    end = clock.label(window_start + WINDOW_MS)[-8:-3]
     head = f"Window: {label[:-3]}-{end}. People: {', '.join(names)}."
     shot = [
         {"role": "user", "content": CONSOLIDATE_EXAMPLE_USER},
@@ -116,17 +118,21 @@ class Consolidator:
     def __init__(self, events: EventStore, llm: LocalLLM | None, clock: HouseClock, settings: ConsolidationSettings):
         self.events, self.llm, self.clock, self.settings = events, llm, clock, settings
 
-    def names(self) -> list[str]:
-        return sorted({person_name(a) for a in self.events.store.agents().values()})
+    def names(self, obs: list[WindowObservation]) -> list[str]:
+        """The people of one window: its agents and speakers, never every agent ever seen (thousands
+        of invented agent ids must not push the prompt past the model's context)."""
+        agents = person_names({o.agent for o in obs}).values()
+        return sorted(set(agents) | {person_name(o.speaker) for o in obs if o.speaker})
 
     def run(
         self, *, until_ms: int, start_ms: int | None = None, end_ms: int | None = None, dry_run: bool = False,
         force: bool = False, progress: Callable[[Iterable], Iterable] = iter,
         on_window: Callable[[WindowResult], None] | None = None,
     ) -> list[WindowResult]:
-        pick = self.events.windows if force or dry_run else self.events.pending_windows
+        windows = (self.events.windows(until_ms, start_ms, end_ms) if force or dry_run
+                   else self._newest_first(until_ms, start_ms, end_ms))
         results = []
-        for w in progress(pick(until_ms, start_ms, end_ms)):
+        for w in progress(windows):
             r = self.window(w["start_ms"], w["input_hash"], dry_run=dry_run, force=force)
             results.append(r)
             if on_window:
@@ -134,6 +140,18 @@ class Consolidator:
             if r.status == "preempted":
                 break
         return results
+
+    def _newest_first(self, until_ms: int, start_ms: int | None, end_ms: int | None) -> Iterable[dict]:
+        """Pending windows, newest first, asked again after each one: a window that closes during a
+        long catch-up goes before the backlog, so back-dated data cannot hold today's memory hostage."""
+        tried: set[int] = set()
+        while True:
+            todo = [w for w in self.events.pending_windows(until_ms, start_ms, end_ms, newest_first=True,
+                                                           limit=len(tried) + 1) if w["start_ms"] not in tried]
+            if not todo:
+                return
+            tried.add(todo[0]["start_ms"])
+            yield todo[0]
 
     def window(self, start: int, old_hash: str | None, *, dry_run: bool = False, force: bool = False) -> WindowResult:
         rev, obs = self.events.observations(start)
@@ -147,7 +165,7 @@ class Consolidator:
         count = self.llm.count if self.llm else _rough_count
         speech, sight = select_lines(obs, self.clock)
         lines = fit_lines(speech, sight, self.settings.input_tokens, count)
-        names = self.names()
+        names = self.names(obs)
         messages = build_prompt(start, lines, names, self.clock)
         prompt_tokens = sum(count(m["content"]) + 4 for m in messages)
         if dry_run or self.llm is None:
@@ -189,7 +207,7 @@ def grounded(replies, lines: list[str], start: int, model: str) -> list[Event]:
     seen_words = set(tokenize(" ".join(lines)))
     out, seen = [], set()
     for e in replies:
-        who = tuple(dict.fromkeys(n.strip() for n in e.who if n.strip()))
+        who = tuple(dict.fromkeys(clean_line(n) for n in e.who if clean_line(n)))
         names = set(tokenize(" ".join(e.who)))  # a name alone says nothing about what happened
         words = {t for t in tokenize(e.what + " " + e.how) if not t.isdigit() and t not in names}
         words -= {"said", "say"}
@@ -199,7 +217,8 @@ def grounded(replies, lines: list[str], start: int, model: str) -> list[Event]:
         if found < 0.5 or copied >= 0.6 or key in seen:
             continue
         seen.add(key)
-        out.append(Event(who, e.what.strip(), e.where.strip(), e.how.strip(), start, start + 600_000, model=model))
+        out.append(Event(who, clean_line(e.what), clean_line(e.where), clean_line(e.how), start, start + WINDOW_MS,
+                         model=model))
     return out
 
 
@@ -213,7 +232,7 @@ def extractive(speech, sight, start: int, names: list[str], model: str) -> Event
     central = sorted(range(len(lines)), key=lambda i: -sum(len(toks[i] & o) for o in toks))[:3]
     who = [n for n in names if any(n in t for t in lines)] or names
     what = " / ".join(re.sub(r"^\d\d:\d\d:\d\d ", "", lines[i]) for i in sorted(central))
-    return Event(tuple(who), what[:400], "", "", start, start + 600_000, model=model + "+extractive")
+    return Event(tuple(who), what[:400], "", "", start, start + WINDOW_MS, model=model + "+extractive")
 
 
 def _rough_count(text: str) -> int:

@@ -16,7 +16,6 @@ from memory.clock import HouseClock
 from memory.errors import TimeFormatError
 
 _PACKED = re.compile(r"(?:(day\s*\d+)_)?(\d{8})", re.I)
-LETTERS = "ABCD"
 
 
 @dataclass(frozen=True)

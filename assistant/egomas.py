@@ -30,7 +30,7 @@ class EgoMASReference:
         from rank_bm25 import BM25Okapi  # the reference's own library, only when it is asked for
 
         self.store = store
-        rows = store.db.execute("SELECT id, agent_id, last_ms, text FROM segments ORDER BY id").fetchall()
+        rows = store.segment_rows()
         self.ids = np.array([r[0] for r in rows], dtype=np.int64)
         self.agents = np.array([r[1] for r in rows], dtype=np.int32)
         self.asof = np.array([r[2] for r in rows], dtype=np.int64)

@@ -14,7 +14,7 @@ from collections import Counter
 from dataclasses import dataclass
 
 from assistant.prompts import PLAN_SYSTEM, plan_schema
-from assistant.query import Query, person_name, speaks_of_self
+from assistant.query import Query, person_name, person_names, speaks_of_self
 from memory.events import Event
 from models.errors import ModelError
 from models.llm import HIGH, LocalLLM, Usage
@@ -29,7 +29,7 @@ class Request:
 
 
 def rule_plan(q: Query, events: list[Event], agents: list[str], max_requests: int) -> list[Request]:
-    by_name = {person_name(a).lower(): a for a in agents}
+    by_name = {n.lower(): a for a, n in person_names(agents).items()}
     by_name.update({a.lower(): a for a in agents})
     votes: Counter[str] = Counter()
     text = " ".join((q.question, *q.options))
@@ -51,8 +51,8 @@ def rule_plan(q: Query, events: list[Event], agents: list[str], max_requests: in
 def llm_plan(
     llm: LocalLLM, q: Query, events_text: str, agents: list[str], max_requests: int
 ) -> tuple[list[Request], Usage]:
-    names = tuple(sorted({person_name(a) for a in agents}))
-    agent_of = {person_name(a): a for a in agents}
+    agent_of = {n: a for a, n in person_names(agents).items()}
+    names = tuple(sorted(agent_of))
     asker = f"The asker is {person_name(q.asker)}: 'I', 'me', 'my' mean {person_name(q.asker)}.\n" if q.asker else ""
     options = "".join(f"\n{chr(65 + i)}. {o}" for i, o in enumerate(q.options) if o)
     messages = [

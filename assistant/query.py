@@ -32,5 +32,14 @@ def person_name(agent: str) -> str:
     return agent.rsplit("_", 1)[-1].title() if "_" in agent else agent
 
 
+def person_names(agents) -> dict[str, str]:
+    """Agent id -> the name prompts and plans use. Names are unique: agents whose names collide
+    (`A1_JAKE`, `Z_JAKE`) are called by their ids, so that two people never merge into one."""
+    agents = sorted(set(agents))
+    first = [person_name(a) for a in agents]
+    taken = {n for n in first if first.count(n) > 1} | {a for a in agents}
+    return {a: (a if n in taken and n != a else n) for a, n in zip(agents, first, strict=True)}
+
+
 def speaks_of_self(question: str) -> bool:
     return bool(_FIRST_PERSON.search(question))

@@ -19,9 +19,11 @@ from daemon.broker import EmbeddedBroker, listening
 from daemon.guard import Gate, ReportThrottle
 from daemon.ingestor import Ingestor
 from daemon.notify import notify, watchdog_period_s
+from daemon.poison import PoisonJournal
 from daemon.questions import QuestionDesk
 from daemon.settings import Settings
 from daemon.watch import Watch
+from memory.records import WINDOW_MS
 from streams.errors import StreamError
 from streams.link import Inbound, Link
 from streams.messages import dumps, error_payload
@@ -42,8 +44,10 @@ class Daemon:
         self.closing = threading.Event()  # asked by work in threads that must end with the process
         self.hearing = self.seeing = None
         d = settings.daemon
-        self.gate = Gate(d.allow_agents, d.rate_per_agent, d.rate_burst)
-        self.throttle = ReportThrottle()
+        self.gate = Gate(d.allow_agents, d.rate_per_agent, d.rate_burst, total_rate=d.rate_total,
+                         total_burst=d.rate_total_burst, max_agents=d.max_agents)
+        self.throttle = ReportThrottle(max_keys=d.max_agents)
+        self.journal: PoisonJournal | None = None  # opened by run(): it reads and writes files beside the db
         self.watch = Watch()  # agents' statuses and the latest errors, for the web page and Home Assistant
 
     # -- start-up -------------------------------------------------------------------------
@@ -91,8 +95,12 @@ class Daemon:
         if refused:
             self.report(*refused, topic=m.topic, agent=agent)
             return False
+        if kind != "status" and self.journal and self.journal.is_poison(m.key):  # it ended the process twice: never again
+            self.report("poison", "this message was being handled at each of the last two crashes of the daemon; "
+                                  "it is refused", topic=m.topic, agent=agent)
+            return False
         if kind == "caption":
-            self.ingestor.offer(agent, m.payload, m.topic, ack=partial(self.link.ack, m))
+            self.ingestor.offer(agent, m.payload, m.topic, ack=partial(self.link.ack, m), key=m.key)
             return True
         if kind == "query":
             self.desk.offer(m)
@@ -111,6 +119,7 @@ class Daemon:
         s = self.settings
         notify("EXTEND_TIMEOUT_USEC=300000000")
         notify("STATUS=loading models")
+        self.journal = PoisonJournal(self.db)
         host, port = await self._broker_host()
         llm = await asyncio.to_thread(wiring.build_llm, s)
         embedder, captioner = await asyncio.to_thread(wiring.build_vision, s)
@@ -121,32 +130,33 @@ class Daemon:
         from memory.events import EventStore
 
         # one connection per worker thread; SQLite (WAL) orders the writers
-        ingest_store = wiring.open_store(s, self.db, reserve=True)
+        ingest_store = wiring.open_store(s, self.db, reserve=True, ingest=True)
         self.consolidator = Consolidator(EventStore(wiring.open_store(s, self.db)), llm, self.clock, s.consolidation)
         retrievers = Retrievers(wiring.open_store(s, self.db), self.clock, s.retrieval)
         answerer = Answerer(retrievers.store, self.clock, s.answer, llm, budget=s.retrieval.budget,
                             retrievers=retrievers)
         answerer.frames = FrameFinder(wiring.frame_store(s, retrievers.store), embedder)
         self.link = Link(wiring.link_config(s, host, port, protocol="3.1.1" if self.broker else "auto"), self.route)
-        self.ingestor = Ingestor(ingest_store, queue_size=s.daemon.caption_queue,
-                                 max_bytes=s.daemon.max_caption_bytes, grace_ms=int(s.daemon.grace_s * 1000),
-                                 silence_s=s.daemon.silence_s, report=self.report)
-        self.ingestor.on_batch = self._maybe_kick
+        d = s.daemon
+        self.ingestor = Ingestor(ingest_store, queue_size=d.caption_queue, max_bytes=d.max_caption_bytes,
+                                 grace_ms=int(d.grace_s * 1000), silence_s=d.silence_s, report=self.report,
+                                 queue_mb=d.caption_queue_mb, max_late_ms=int(d.max_late_h * 3_600_000),
+                                 journal=self.journal, on_batch=self._maybe_kick)
         if s.speech.enabled:
             from daemon.hearing import Hearing
 
             self.hearing = Hearing(wiring.open_store(s, self.db), s.speech, report=self.report,
-                                   advance=self.ingestor.advance)
+                                   advance=self.ingestor.advance, journal=self.journal)
             await asyncio.to_thread(self.hearing.load)
         if s.frames.enabled:
             from daemon.seeing import Seeing
 
             self.seeing = Seeing(wiring.frame_store(s, wiring.open_store(s, self.db)), s.frames, s.vision,
-                                 report=self.report, embedder=embedder, captioner=captioner)
+                                 report=self.report, embedder=embedder, captioner=captioner, journal=self.journal)
         asking = Asking(answerer, self.clock, asker=s.retrieval.asker, budget=s.retrieval.budget)
         self.desk = QuestionDesk(asking, self.clock, self.link.topics, self.link.publish,
                                  queue_size=s.daemon.query_queue, asker=s.retrieval.asker,
-                                 budget=s.retrieval.budget, report=self.report)
+                                 budget=s.retrieval.budget, report=self.report, journal=self.journal)
         self._closed_until = 0
         loop = asyncio.get_running_loop()
         stop = asyncio.Event()
@@ -162,7 +172,7 @@ class Daemon:
                     for i in range(s.speech.workers):
                         tg.create_task(self.hearing.transcribe(), name=f"speech-asr-{i}")
                 if self.seeing:
-                    tg.create_task(self.seeing.store(), name="frames")
+                    tg.create_task(self.seeing.write(), name="frames")
                     if captioner:
                         tg.create_task(self.seeing.caption(), name="frame-captions")
                     tg.create_task(self.seeing.retain(), name="frame-retention")
@@ -170,13 +180,14 @@ class Daemon:
                 tg.create_task(self._stats(), name="stats")
                 tg.create_task(self._indexer(retrievers), name="indexer")
                 tg.create_task(self._ready_and_watchdog(llm.name), name="watchdog")
+                tg.create_task(self._forget_idle(), name="forget-idle")
                 for name, job in outlook.jobs(self, asking):  # the web page, Home Assistant discovery
                     tg.create_task(job, name=name)
                 await stop.wait()
                 loop.call_later(5, _dump_tasks)
                 raise _Stop
         except* _Stop:
-            pass
+            self.journal.close()  # a clean stop: nothing was in flight when we died
         finally:
             notify("STOPPING=1")
             llm.closing.set()  # a generation in a worker thread ends at its next token
@@ -191,7 +202,7 @@ class Daemon:
     def _maybe_kick(self) -> None:
         """New data closed a window on the watermark: consolidate now, not at the next tick."""
         until = self.ingestor.closed_until(int(time.time() * 1000))
-        if until // 600_000 > self._closed_until // 600_000:
+        if until // WINDOW_MS > self._closed_until // WINDOW_MS:
             self._closed_until = until
             self._kick.set()
 
@@ -270,6 +281,18 @@ class Daemon:
                 self.report("disk_full" if full else "internal", f"embedding paused: {type(e).__name__}: {e}")
             await asyncio.sleep(self.settings.daemon.index_every_s)
 
+    async def _forget_idle(self) -> None:
+        """State kept per agent is bounded: agents quiet for `agent_idle_s` are forgotten."""
+        idle_s = self.settings.daemon.agent_idle_s
+        while True:
+            await asyncio.sleep(min(60.0, idle_s / 4))
+            gone = self.ingestor.forget_idle(idle_s)
+            for part in (self.hearing, self.seeing):
+                if part is not None:
+                    gone |= part.forget_idle(idle_s)
+            if gone:
+                logger.info("forgot the state of %d idle agent(s)", len(gone))
+
     def info(self) -> dict:
         """The retained `status/info` message (also `GET /api/status`)."""
         return {"version": VERSION, "db": str(self.db), "started": self.started, "pid": os.getpid(),
@@ -303,16 +326,9 @@ class Daemon:
         period = watchdog_period_s()
         while period:
             await asyncio.sleep(period)
-            healthy = self.link.connected.is_set() and await asyncio.to_thread(self._db_ok)
+            healthy = self.link.connected.is_set() and await asyncio.to_thread(self.ingestor.store.ping)
             if healthy:  # no ping when the loop, the database or the link is sick: systemd restarts us
                 notify("WATCHDOG=1")
-
-    def _db_ok(self) -> bool:
-        try:
-            self.ingestor.store.db.execute("SELECT 1").fetchone()
-            return True
-        except Exception:
-            return False
 
 
 def _dump_tasks() -> None:

@@ -205,8 +205,9 @@ def cmd_status(args) -> int:
 
     m = settings.mqtt
     daemon = asyncio.run(daemon_status(m.host or "127.0.0.1", m.port, m.root, conn=wiring.client_kwargs(settings)))
-    pending = store.db.execute(
-        "SELECT COUNT(*) FROM windows WHERE consolidated_rev IS NULL OR rev > consolidated_rev").fetchone()[0]
+    from memory.events import EventStore
+
+    pending = EventStore(store).pending_count()
     data = {"db": store.path, "counts": counts, "windows_pending": pending,
             "agents": list(store.agents().values()),
             "first": clock.iso(first) if first else None, "last": clock.iso(last) if last else None,
@@ -347,8 +348,14 @@ def cmd_ask(args) -> int:
 
 def cmd_run(args) -> int:
     from daemon import app
+    from daemon.writer_lock import AlreadyRunning, WriterLock
 
     settings = settings_of(args)
+    lock = WriterLock(args.db or settings.store.path)
+    try:
+        lock.acquire()  # held for the process's life; the kernel lets go when it ends
+    except AlreadyRunning as e:
+        raise UserError(str(e)) from None
     return app.run(settings, args.db)
 
 

@@ -1,8 +1,10 @@
 """Who may send, how fast, and how often the daemon complains about it.
 
-An agent topic passes the gate when its agent is on the allow-list (if one is configured) and
-within its rate: a token bucket per agent over all its streams. Error reports go through a
-throttle of their own, so a flood of bad input cannot turn into a flood on `errors`.
+An agent topic passes the gate when its agent is on the allow-list (if one is configured), within
+its rate (a token bucket per agent over all its streams) and within the rate of all agents
+together (so that thousands of invented agent ids cannot take the box either). Error reports go
+through a throttle of their own, per code and agent and per code alone, so a flood of bad input
+cannot turn into a flood on `errors`. Every table here is bounded: idle keys are forgotten.
 """
 
 from __future__ import annotations
@@ -31,6 +33,8 @@ class RateLimit:
         if b is None:
             if len(self.buckets) >= self.max_keys:  # many keys (junk agent ids): forget the idle ones
                 self.buckets = {k: v for k, v in self.buckets.items() if now - v.last < self.burst / self.rate}
+                while len(self.buckets) >= self.max_keys:  # none idle yet: the longest quiet go first
+                    del self.buckets[min(self.buckets, key=lambda k: self.buckets[k].last)]
             b = self.buckets[key] = Bucket(float(self.burst), now)
         b.tokens = min(self.burst, b.tokens + (now - b.last) * self.rate)
         b.last = now
@@ -43,10 +47,12 @@ class RateLimit:
 class Gate:
     """(code, message) for an agent that may not send now, else None."""
 
-    def __init__(self, allow: Iterable[str], rate: float, burst: int, clock: Callable[[], float] = time.monotonic):
+    def __init__(self, allow: Iterable[str], rate: float, burst: int, clock: Callable[[], float] = time.monotonic, *,
+                 total_rate: float = float("inf"), total_burst: int = 1, max_agents: int = 10_000):
         self.allow = frozenset(allow)
-        self.limit = RateLimit(rate, burst, clock)
-        self.counts = {"not_allowed": 0, "rate_limited": 0}
+        self.limit = RateLimit(rate, burst, clock, max_keys=max_agents)
+        self.total = RateLimit(total_rate, total_burst, clock, max_keys=1) if total_rate != float("inf") else None
+        self.counts = {"not_allowed": 0, "rate_limited": 0} | ({"total_limited": 0} if self.total else {})
 
     def check(self, agent: str) -> tuple[str, str] | None:
         if self.allow and agent not in self.allow:
@@ -56,20 +62,27 @@ class Gate:
             self.counts["rate_limited"] += 1
             return "rate_limited", (f"agent {agent!r} sends faster than {self.limit.rate:g} messages/s "
                                     f"(burst {self.limit.burst}): message dropped")
+        if self.total is not None and not self.total.take(None):
+            self.counts["total_limited"] += 1
+            return "rate_limited", (f"all agents together send faster than {self.total.rate:g} messages/s "
+                                    f"(daemon.rate_total): message of {agent!r} dropped")
         return None
 
 
 class ReportThrottle:
-    """At most `burst` reports at once and `rate` per second per (code, agent); says how many it held back."""
+    """At most `burst` reports at once and `rate` per second per (code, agent), and `code_rate` per
+    second per code whatever the agent; says how many it held back."""
 
-    def __init__(self, rate: float = 2.0, burst: int = 20, clock: Callable[[], float] = time.monotonic):
-        self.limit = RateLimit(rate, burst, clock)
-        self.held: dict[tuple[str, str | None], int] = {}
+    def __init__(self, rate: float = 2.0, burst: int = 20, clock: Callable[[], float] = time.monotonic, *,
+                 code_rate: float = 10.0, code_burst: int = 50, max_keys: int = 10_000):
+        self.limit = RateLimit(rate, burst, clock, max_keys=max_keys)
+        self.by_code = RateLimit(code_rate, code_burst, clock, max_keys=1000)
+        self.held: dict[str, int] = {}  # per code: bounded by the codes there are, not by agents
 
     def admit(self, code: str, agent: str | None) -> int | None:
-        """None: hold this report back; else the number held back since the last one that went out."""
-        key = (code, agent)
-        if not self.limit.take(key):
-            self.held[key] = self.held.get(key, 0) + 1
+        """None: hold this report back; else the number held back (of this code) since the last one."""
+        if not (self.limit.take((code, agent)) and self.by_code.take(code)):
+            if code in self.held or len(self.held) < 1000:
+                self.held[code] = self.held.get(code, 0) + 1
             return None
-        return self.held.pop(key, 0)
+        return self.held.pop(code, 0)

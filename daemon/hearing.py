@@ -1,9 +1,12 @@
 """Speech: audio chunks per agent -> utterances (Silero VAD) -> faster-whisper -> transcripts.
 
-Two workers: `listen` assembles each agent's chunks in stream time (lost chunks filled with
+Two kinds of worker: `listen` assembles each agent's chunks in stream time (lost chunks filled with
 silence up to `gap_fill_ms`; a longer gap, a restart or a duplicate handled) and cuts utterances
-in a worker thread; `transcribe` recognises them one at a time in another thread and stores the
-lines as transcript observations through the same store path as captions. Between the two waits
+in a worker thread; `transcribe` (one or more, `speech.workers`) recognises them one at a time in
+another thread and stores the lines as transcript observations through the same store path as
+captions. A fault inside either (a model error, a locked database, a full disk) costs the batch or
+the utterance, is reported on `errors` (throttled) and never ends the worker; a full disk is waited
+out, the utterance kept. Between the two waits
 a backlog bounded in seconds of speech: when recognition falls behind, the oldest utterance is
 dropped and reported (`audio_backlog`), so memory never grows without bound.
 
@@ -23,7 +26,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from daemon.ingestor import EPOCH_2000_MS, FUTURE_SLACK_MS
+from daemon.poison import PoisonJournal
+from memory.errors import StorageFull
 from memory.records import Observation
 from memory.store import Store
 from models.config import SpeechSettings
@@ -32,6 +36,7 @@ from models.vad import Utterances
 from streams.errors import SchemaViolation, StreamError
 from streams.link import Inbound
 from streams.messages import AUDIO_RATE, MediaHeader, split_media
+from streams.wire import Drops, plausible_ms
 
 logger = logging.getLogger(__name__)
 JITTER_MS = 250  # capture-time noise tolerated between consecutive chunks
@@ -96,10 +101,10 @@ class AgentAudio:
 
 class Hearing:
     def __init__(self, store: Store, settings: SpeechSettings, *, report: Callable[..., None],
-                 advance: Callable[[str, int], None]):
-        self.store, self.s = store, settings
+                 advance: Callable[[str, int], None], journal: PoisonJournal | None = None):
+        self.store, self.s, self.journal = store, settings, journal
         self.report, self.advance = report, advance  # advance(agent, ms): the agent's watermark
-        self.queue: asyncio.Queue[tuple[str, MediaHeader, bytes, str]] = asyncio.Queue()
+        self.queue: asyncio.Queue[tuple[str, MediaHeader, bytes, str, str]] = asyncio.Queue()
         self.queued_bytes = 0  # the queue is bounded in bytes: chunk sizes vary
         self.heard_at: dict[str, float] = {}  # agent -> wall clock of its last chunk
         self.streams: dict[str, AgentAudio] = {}
@@ -109,7 +114,9 @@ class Hearing:
         self.model: Transcriber | None = None
         self._loading = threading.Lock()
         self.counts = {"chunks": 0, "rejected": 0, "dropped": 0, "late": 0, "gaps": 0, "jumps": 0, "utterances": 0,
-                       "transcripts": 0, "backlog_dropped": 0, "audio_s": 0.0, "speech_s": 0.0, "asr_s": 0.0}
+                       "transcripts": 0, "backlog_dropped": 0, "failed": 0, "audio_s": 0.0, "speech_s": 0.0,
+                       "asr_s": 0.0}
+        self.drops = Drops()
 
     def load(self) -> None:
         from models.bundled import resolve_whisper
@@ -126,19 +133,19 @@ class Hearing:
                 raise SchemaViolation(f"rate {h.rate}: audio must be PCM s16le at {AUDIO_RATE} Hz mono", where=m.topic)
             if len(pcm) % 2 or not pcm:
                 raise SchemaViolation(f"{len(pcm)} bytes is not whole 16-bit samples", where=m.topic)
-            if not EPOCH_2000_MS <= h.ts <= time.time() * 1000 + FUTURE_SLACK_MS:
+            if not plausible_ms(h.ts, int(time.time() * 1000)):
                 self.counts["rejected"] += 1
                 return self.report("bad_time", f"ts {h.ts} is not a plausible epoch-ms time", topic=m.topic,
                                    agent=agent, id=h.id)
         except StreamError as e:
             self.counts["rejected"] += 1
-            return self.report(e.code, str(e), topic=m.topic, agent=agent)
+            return self.report(e.code, str(e), topic=m.topic, agent=agent, id=e.id)
         if self.queued_bytes + len(pcm) <= self.s.queue_mb * 1e6:
-            self.queue.put_nowait((agent, h, pcm, m.topic))
+            self.queue.put_nowait((agent, h, pcm, m.topic, m.key))
             self.queued_bytes += len(pcm)
         else:
             self.counts["dropped"] += 1
-            if self.counts["dropped"] in (1, 10, 100) or self.counts["dropped"] % 1000 == 0:
+            if self.drops.note():
                 self.report("queue_full", f"audio queue full: {self.counts['dropped']} chunks dropped so far",
                             topic=m.topic, agent=agent)
 
@@ -152,10 +159,22 @@ class Hearing:
                 continue
             while not self.queue.empty() and len(batch) < 200:
                 batch.append(self.queue.get_nowait())
-            self.queued_bytes -= sum(len(pcm) for _, _, pcm, _ in batch)
+            self.queued_bytes -= sum(len(item[2]) for item in batch)
             now = time.monotonic()
-            self.heard_at.update((agent, now) for agent, _, _, _ in batch)
-            found, notes = await asyncio.to_thread(self._detect, batch)
+            self.heard_at.update((item[0], now) for item in batch)
+            if self.journal:
+                self.journal.begin("speech-vad", [item[4] for item in batch])
+            try:
+                found, notes = await asyncio.to_thread(self._detect, batch)
+            except Exception as e:  # a fault of the VAD model: this batch is lost, the stream goes on
+                logger.exception("voice activity detection failed")
+                self.counts["failed"] += 1
+                self.report("model_error", f"voice activity detection failed on {len(batch)} chunks: "
+                                           f"{type(e).__name__}: {e}", agent=batch[0][0])
+                continue
+            finally:
+                if self.journal:
+                    self.journal.end("speech-vad")
             for note, agent, topic, h in notes:
                 self.counts[{"late": "late", "gap": "gaps", "jump": "jumps"}[note]] += 1
                 n = self.counts["gaps"] + self.counts["jumps"]
@@ -164,7 +183,7 @@ class Hearing:
                                              f"{n} gaps so far", topic=topic, agent=agent, id=h.id)
             for u in found:
                 self._enqueue(u)
-            for agent in {a for a, _, _, _ in batch}:
+            for agent in {item[0] for item in batch}:
                 self._advance(agent)
 
     def _flush_idle(self) -> None:
@@ -178,7 +197,7 @@ class Hearing:
 
     def _detect(self, batch) -> tuple[list[Utterance], list]:
         found, notes = [], []
-        for agent, h, pcm, topic in batch:
+        for agent, h, pcm, topic, _ in batch:
             stream = self.streams.get(agent)
             if stream is None:
                 stream = self.streams[agent] = AgentAudio(agent, h.ts, self.s)
@@ -226,9 +245,19 @@ class Hearing:
             try:
                 stored = await asyncio.to_thread(self._recognise, u)
                 self.counts["transcripts"] += stored
-            finally:
-                self.pending[u.agent].remove(u.start_ms)
-                self._advance(u.agent)
+            except StorageFull as e:  # the disk is full: keep the utterance, try again later
+                self.counts["failed"] += 1
+                self.report("disk_full", f"transcripts wait for disk space: {e}", agent=u.agent)
+                self.backlog.appendleft(u)
+                await asyncio.sleep(5)
+                continue
+            except Exception as e:  # a model error, a locked database: this utterance is lost, not the worker
+                logger.exception("recognising %s's speech at %d failed", u.agent, u.start_ms)
+                self.counts["failed"] += 1
+                self.report("speech_failed", f"{u.seconds:.1f} s of speech at {u.start_ms} not transcribed: "
+                                             f"{type(e).__name__}: {e}", agent=u.agent)
+            self.pending[u.agent].remove(u.start_ms)
+            self._advance(u.agent)
 
     def _recognise(self, u: Utterance) -> int:
         with self._loading:  # several recognition workers: the model loads once
@@ -248,6 +277,17 @@ class Hearing:
             logger.info("heard %s at %d: %s", u.agent, u.start_ms, " / ".join(o.text for o in obs))
             return r.inserted
         return 0
+
+    def forget_idle(self, idle_s: float) -> set[str]:
+        """Forget the audio state of agents silent for `idle_s` with nothing pending; their names."""
+        now = time.monotonic()
+        gone = {a for a, t in self.heard_at.items() if now - t > idle_s and not self.pending.get(a)
+                and (a not in self.streams or self.streams[a].gate.speech_start is None)}
+        for a in gone:
+            self.heard_at.pop(a, None)
+            self.streams.pop(a, None)
+            self.pending.pop(a, None)
+        return gone
 
     def stats(self) -> dict:
         c = dict(self.counts)

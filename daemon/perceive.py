@@ -77,6 +77,12 @@ def cmd_frames(args) -> int:
     lines = [f"{frames.root}: {data['counts']['frames']} frames, {data['counts']['bytes'] / 1e6:.1f} MB "
              f"(quota {settings.frames.max_mb:.0f} MB, {settings.frames.max_age_h:.0f} h)"]
     if args.enforce:
+        from daemon.writer_lock import WriterLock
+
+        pid = WriterLock(store.path).holder()
+        if pid:
+            raise UserError(f"a chorus daemon (process {pid}) holds {store.path} and applies the retention policy "
+                            f"itself every {settings.frames.retention_every_s:g} s; --enforce deletes nothing beside it")
         r = frames.enforce(max_bytes=int(settings.frames.max_mb * 1e6), max_age_ms=int(settings.frames.max_age_h * 3.6e6))
         removed = frames.sweep()
         data["retention"] = {"deleted": r.deleted, "freed": r.freed, "kept": r.kept, "stray_files": removed}

@@ -4,7 +4,6 @@ the MQTT v5 response topic or `answer/{id}`; the id always travels in the body t
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import re
 import time
@@ -13,6 +12,7 @@ from dataclasses import replace
 
 from assistant.answer import Answerer, answer_json
 from assistant.query import Query
+from daemon.poison import PoisonJournal
 from memory.clock import HouseClock
 from memory.errors import TimeFormatError
 from streams.errors import StreamError
@@ -22,13 +22,18 @@ from streams.topics import Topics
 
 logger = logging.getLogger(__name__)
 _SAFE_ID = re.compile(r"[A-Za-z0-9_.:-]{1,128}")
+# what a broker refuses in a topic name (MQTT 5 1.5.4, 4.7): wildcards, NUL, control characters,
+# non-characters; lone surrogates never get this far (the JSON parser refuses them)
+_NOT_TOPIC = re.compile(r"[+#\x00-\x1f\x7f-\x9f\ufdd0-\ufdef\ufffe\uffff]|[\U0001fffe-\U0010ffff]")
 ABSURD_AS_OF_MS = 30 * 366 * 86_400_000  # further from now than this is a typo, not a question
 
 
 class QuestionDesk:
     def __init__(self, answerer: Answerer, clock: HouseClock, topics: Topics, publish: Callable[..., bool], *,
-                 queue_size: int, asker: str, budget: int, report: Callable[..., None]):
+                 queue_size: int, asker: str, budget: int, report: Callable[..., None],
+                 journal: PoisonJournal | None = None):
         self.answerer, self.clock, self.topics, self.publish = answerer, clock, topics, publish
+        self.journal = journal
         self.queue: asyncio.Queue[Inbound] = asyncio.Queue(maxsize=queue_size)
         self.asker, self.budget, self.report = asker, budget, report
         self.counts = {"questions": 0, "answered": 0, "failed": 0, "dropped": 0}
@@ -45,11 +50,16 @@ class QuestionDesk:
         while True:
             m = await self.queue.get()
             self.counts["questions"] += 1
+            if self.journal:
+                self.journal.begin("questions", [m.key] if m.key else [])
             try:
                 await self.handle(m)
             except Exception as e:  # one bad question never ends the desk
                 logger.exception("question on %s", m.topic)
-                self._fail(m, None, _id_of(m.payload), "internal", f"{type(e).__name__}: {e}")
+                self._fail(replace(m, response_topic=None), None, None, "internal", f"{type(e).__name__}: {e}")
+            finally:
+                if self.journal:
+                    self.journal.end("questions")
 
     def reply_topic(self, q: QueryMessage | None, m: Inbound, qid: str | None) -> str:
         if q and q.reply_to:
@@ -60,11 +70,16 @@ class QuestionDesk:
         return self.topics.answer(qid if qid and _SAFE_ID.fullmatch(qid) else "unknown")
 
     def _unsafe(self, topic: str | None) -> bool:
-        return bool(topic) and (any(c in topic for c in "+#\0") or topic.startswith("$") or (
-            topic.startswith(self.topics.root + "/") and not topic.startswith(self.topics.answer(""))))
+        """A reply topic the broker would refuse, or one that would land on an agent's stream or the
+        daemon's own topics."""
+        if not topic:
+            return False
+        if _NOT_TOPIC.search(topic) or len(topic.encode("utf-8", "replace")) > 65535 or topic.startswith("$"):
+            return True
+        return topic.startswith(self.topics.root + "/") and not topic.startswith(self.topics.answer(""))
 
     def _send(self, topic: str, body: dict, m: Inbound) -> None:
-        if any(c in topic for c in "+#\0"):  # not a topic one may publish to: nobody can get it
+        if _NOT_TOPIC.search(topic):  # not a topic one may publish to: nobody can get it
             logger.warning("no reply for question %r: %r is not a publishable topic", body.get("id"), topic)
             return
         self.publish(topic, dumps(body), qos=1, correlation=m.correlation)
@@ -76,13 +91,12 @@ class QuestionDesk:
 
     async def handle(self, m: Inbound) -> None:
         t0 = time.perf_counter()
-        qid = _id_of(m.payload)
         try:
             q = QueryMessage.from_bytes(m.payload, where=m.topic)
-        except StreamError as e:
+        except StreamError as e:  # parsed once: the id comes with the error
             if self._unsafe(m.response_topic):
                 m = replace(m, response_topic=None)
-            return self._fail(m, None, qid, e.code, str(e))
+            return self._fail(m, None, e.id, e.code, str(e))
         if self._unsafe(q.reply_to) or self._unsafe(m.response_topic):
             # an answer must never land on an agent's stream or the daemon's own topics
             q = q.model_copy(update={"reply_to": None})
@@ -114,11 +128,3 @@ class QuestionDesk:
         self._send(topic, body, m)
         self.counts["answered" if a.status == "ok" else "failed"] += 1
         self.latency_ms = (self.latency_ms + [body["timings_ms"]["total"]])[-200:]
-
-
-def _id_of(payload: bytes) -> str | None:
-    try:
-        v = json.loads(payload)
-        return str(v["id"])[:128] if isinstance(v, dict) and v.get("id") is not None else None
-    except (ValueError, TypeError):
-        return None

@@ -2,8 +2,13 @@
 model configured, each stored frame gets a vector (text finds frames) and, every
 `caption_every_s`, the newest frame of each agent gets a caption that becomes an observation.
 
-Workers: `store` (write files and rows, embed), `caption` (the slow captioner, which only ever
-sees the newest frame of each agent, so it can fall behind without a backlog), `retain`.
+Workers: `write` (files and rows, vectors), `caption` (the slow captioner, which only ever sees
+the newest frame of each agent, so it can fall behind without a backlog), `retain`. A fault inside
+any of them (a full disk, a failed file write, a locked database, a model error) costs the frames
+at hand, is reported on `errors` (throttled) and never ends the worker.
+
+One frame per agent per `every_ms` of capture time is kept; a camera whose clock jumps backwards
+gets one frame per `every_ms` of our clock: it cannot flood the disk.
 """
 
 from __future__ import annotations
@@ -14,7 +19,8 @@ import threading
 import time
 from collections.abc import Callable
 
-from daemon.ingestor import EPOCH_2000_MS, FUTURE_SLACK_MS
+from daemon.poison import PoisonJournal
+from memory.db import is_full
 from memory.errors import RecordError
 from memory.frames import Frame, FrameSettings, FrameStore
 from memory.records import Observation
@@ -23,24 +29,26 @@ from models.errors import ModelError
 from streams.errors import StreamError
 from streams.link import Inbound
 from streams.messages import MediaHeader, split_media
+from streams.wire import Drops, plausible_ms
 
 logger = logging.getLogger(__name__)
 
 
 class Seeing:
     def __init__(self, frames: FrameStore, fs: FrameSettings, vs: VisionSettings, *, report: Callable[..., None],
-                 embedder=None, captioner=None):
-        self.frames, self.fs, self.vs, self.report = frames, fs, vs, report
+                 embedder=None, captioner=None, journal: PoisonJournal | None = None):
+        self.frames, self.fs, self.vs, self.report, self.journal = frames, fs, vs, report, journal
         self.embedder, self.captioner = embedder, captioner
-        self.queue: asyncio.Queue[tuple[str, MediaHeader, bytes, str]] = asyncio.Queue()
+        self.queue: asyncio.Queue[tuple[str, MediaHeader, bytes, str, str]] = asyncio.Queue()
         self.queued_bytes = 0  # bounded in bytes, not frames: a frame may be 5 kB or 2 MB
-        self.last_kept: dict[str, int] = {}
+        self.last_kept: dict[str, tuple[int, float]] = {}  # agent -> (capture ts, arrival monotonic)
         self.newest: dict[str, tuple[Frame, bytes]] = {}  # per agent, for the captioner
         self.last_caption: dict[str, int] = {}
         self._new = asyncio.Event()
         self._db = threading.Lock()  # one connection, used from worker threads one at a time
         self.counts = {"stored": 0, "duplicates": 0, "skipped": 0, "rejected": 0, "dropped": 0, "deleted": 0,
-                       "embedded": 0, "captioned": 0}
+                       "embedded": 0, "captioned": 0, "failed": 0}
+        self.drops = Drops()
         self.kept = {"frames": 0, "bytes": 0}
         if embedder is not None:
             frames.ensure_vectors(embedder.name, embedder.dim)
@@ -50,45 +58,70 @@ class Seeing:
             h, jpeg = split_media(m.payload, m.user, where=m.topic, max_bytes=self.fs.max_frame_bytes)
         except StreamError as e:
             self.counts["rejected"] += 1
-            return self.report(e.code, str(e), topic=m.topic, agent=agent)
-        if not EPOCH_2000_MS <= h.ts <= time.time() * 1000 + FUTURE_SLACK_MS:
+            return self.report(e.code, str(e), topic=m.topic, agent=agent, id=e.id)
+        if not plausible_ms(h.ts, int(time.time() * 1000)):
             self.counts["rejected"] += 1
             return self.report("bad_time", f"ts {h.ts} is not a plausible epoch-ms time", topic=m.topic, agent=agent,
                                id=h.id)
+        now = time.monotonic()
         last = self.last_kept.get(agent)
-        if last is not None and 0 <= h.ts - last < self.fs.every_ms:
-            self.counts["skipped"] += 1  # a fast camera: one frame per `every_ms` is kept
+        # a fast camera: one frame per `every_ms` of capture time is kept; a frame from before the
+        # last one kept (a clock that jumped back) only once `every_ms` has passed since, by our clock
+        if last is not None and (abs(h.ts - last[0]) < self.fs.every_ms or (
+                h.ts < last[0] and now - last[1] < self.fs.every_ms / 1000)):
+            self.counts["skipped"] += 1
             return
         if self.queued_bytes + len(jpeg) <= self.fs.queue_mb * 1e6:
-            self.queue.put_nowait((agent, h, jpeg, m.topic))
+            self.queue.put_nowait((agent, h, jpeg, m.topic, m.key))
             self.queued_bytes += len(jpeg)
-            self.last_kept[agent] = h.ts
+            self.last_kept[agent] = (h.ts, now)
         else:
             self.counts["dropped"] += 1
-            if self.counts["dropped"] in (1, 10, 100) or self.counts["dropped"] % 1000 == 0:
+            if self.drops.note():
                 self.report("queue_full", f"frame queue full: {self.counts['dropped']} dropped so far",
                             topic=m.topic, agent=agent)
 
-    async def store(self) -> None:
-        await asyncio.to_thread(self.frames.sweep)
-        if self.embedder is not None:
-            n = await asyncio.to_thread(self._locked, backfill, self.frames, self.embedder)
-            if n:
-                logger.info("made vectors for %d frames stored before the embedder", n)
+    async def write(self) -> None:
+        """The frame-writing loop."""
+        try:
+            await asyncio.to_thread(self.frames.sweep)
+            if self.embedder is not None:
+                n = await asyncio.to_thread(self._locked, backfill, self.frames, self.embedder)
+                if n:
+                    logger.info("made vectors for %d frames stored before the embedder", n)
+        except Exception as e:  # a sick folder or database at start-up: frames still come in
+            self._failed("frames_failed", f"start-up sweep of the frames folder failed: {type(e).__name__}: {e}")
         while True:
             batch = [await self.queue.get()]
             while not self.queue.empty() and len(batch) < 50:
                 batch.append(self.queue.get_nowait())
-            self.queued_bytes -= sum(len(j) for _, _, j, _ in batch)
-            for agent, topic, message in await asyncio.to_thread(self._write, batch):
+            self.queued_bytes -= sum(len(item[2]) for item in batch)
+            if self.journal:
+                self.journal.begin("frames", [item[4] for item in batch])
+            try:
+                problems = await asyncio.to_thread(self._write, batch)
+            except Exception as e:  # a full disk, a failed write, a locked database: these frames are lost
+                full = is_full(e) or is_full(e.__cause__ or e)
+                self._failed("disk_full" if full else "frames_failed",
+                             f"{len(batch)} frames not stored: {type(e).__name__}: {e}", agent=batch[0][0])
+                problems = []
+            finally:
+                if self.journal:
+                    self.journal.end("frames")
+            for agent, topic, message in problems:
                 self.counts["rejected"] += 1
                 self.report("bad_frame", message, topic=topic, agent=agent)
             if self.newest and self.captioner is not None:
                 self._new.set()
 
+    def _failed(self, code: str, message: str, agent: str | None = None) -> None:
+        logger.warning("%s: %s", code, message)
+        self.counts["failed"] += 1
+        self.report(code, message, agent=agent)
+
     def _write(self, batch) -> list[tuple[str, str, str]]:
         problems, stored = [], []
-        for agent, h, jpeg, topic in batch:
+        for agent, h, jpeg, topic, _ in batch:
             try:
                 with self._db:
                     f = self.frames.add(agent, h.ts, h.seq, jpeg, h.id)
@@ -127,6 +160,8 @@ class Seeing:
                     await asyncio.to_thread(self._caption, f, jpeg)
                 except ModelError as e:
                     self.report("model_error", f"captioning a frame failed: {e}", agent=agent)
+                except Exception as e:  # a locked database, a full disk: this caption is lost, not the worker
+                    self._failed("frames_failed", f"storing a frame caption failed: {type(e).__name__}: {e}", agent)
             if self.newest:  # others wait for their period: look again then
                 asyncio.get_running_loop().call_later(self.vs.caption_every_s / 4, self._new.set)
 
@@ -140,10 +175,23 @@ class Seeing:
 
     async def retain(self) -> None:
         while True:
-            r = await asyncio.to_thread(self._enforce)
-            self.counts["deleted"] += r.deleted
-            self.kept = {"frames": r.kept, "bytes": r.kept_bytes}
+            try:
+                r = await asyncio.to_thread(self._enforce)
+                self.counts["deleted"] += r.deleted
+                self.kept = {"frames": r.kept, "bytes": r.kept_bytes}
+            except Exception as e:  # tried again at the next period
+                self._failed("frames_failed", f"retention pass failed: {type(e).__name__}: {e}")
             await asyncio.sleep(self.fs.retention_every_s)
+
+    def forget_idle(self, idle_s: float) -> set[str]:
+        """Forget the per-agent state (last frame kept, caption timing) of agents quiet for `idle_s`."""
+        now = time.monotonic()
+        gone = {a for a, (_, seen) in self.last_kept.items() if now - seen > idle_s}
+        for a in gone:
+            self.last_kept.pop(a, None)
+            self.newest.pop(a, None)
+            self.last_caption.pop(a, None)
+        return gone
 
     def _locked(self, fn, *args):
         with self._db:  # one worker thread at a time on the connection

@@ -121,6 +121,19 @@ class DaemonSettings(BaseModel):
                                     description="Agent ids accepted on agents/{agent}/...; empty: every valid id.")
     rate_per_agent: float = Field(100.0, gt=0, description="Messages per second one agent may send (all kinds).")
     rate_burst: int = Field(5000, ge=1, description="Messages one agent may send at once before the rate applies.")
+    rate_total: float = Field(2000.0, gt=0, description="Messages per second all agents together may send.")
+    rate_total_burst: int = Field(20000, ge=1, description="Messages all agents may send at once before rate_total applies.")
+    caption_queue_mb: float = Field(64.0, gt=0, description="Caption payloads waiting to be stored, in MB, before drops.")
+    max_late_h: float = Field(48.0, gt=0, description="A caption this far behind the newest data gets too_late "
+                                                      "(old recordings go through `chorus import`).")
+    segment_max_observations: int = Field(300, ge=10, description="Observations one agent's 30-second segment may "
+                                                                  "hold; more get segment_full.")
+    segment_max_kb: int = Field(64, ge=8, description="Text one agent's 30-second segment may hold, in kB.")
+    agent_idle_s: float = Field(3600.0, gt=0, description="State kept per agent (rate, audio, last frame) is "
+                                                          "forgotten after this long without a message.")
+    durable_ack: bool = Field(True, description="A caption is acknowledged only once its commit is on disk "
+                                                "(synchronous=FULL): no acknowledged caption is lost to a power cut.")
+    max_agents: int = Field(10000, ge=10, description="Agents with live state at once; the longest idle go first.")
 
 
 class Settings(BaseSettings):

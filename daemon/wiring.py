@@ -12,11 +12,16 @@ def clock_of(settings: Settings) -> HouseClock:
     return HouseClock.of(settings.house.day1, settings.house.timezone)
 
 
-def open_store(settings: Settings, db: Path | None = None, *, reserve: bool = False):
-    """The store; with `reserve`, writes stop short of the free-space reserve (the daemon's ingest)."""
-    from memory.store import Store
+def open_store(settings: Settings, db: Path | None = None, *, reserve: bool = False, ingest: bool = False):
+    """The store; with `reserve`, writes stop short of the free-space reserve; `ingest`: the live
+    captions' connection, whose commits are durable before they are acknowledged and whose
+    segments have a cap."""
+    from memory.store import SegmentCap, Store
 
-    return Store(db or settings.store.path, reserve_mb=settings.store.reserve_mb if reserve else 0)
+    d = settings.daemon
+    cap = SegmentCap(d.segment_max_observations, d.segment_max_kb * 1024) if ingest else None
+    return Store(db or settings.store.path, reserve_mb=settings.store.reserve_mb if reserve else 0,
+                 durable=ingest and d.durable_ack, segment_cap=cap)
 
 
 def link_config(settings: Settings, host: str, port: int, **kw):
@@ -28,8 +33,14 @@ def link_config(settings: Settings, host: str, port: int, **kw):
     return LinkConfig(
         host=host, port=port, username=m.username, password=m.password.get_secret_value() if m.password else None,
         client_id=m.client_id, root=m.root, tls=m.tls, tls_ca=_str(m.tls_ca), tls_cert=_str(m.tls_cert),
-        tls_key=_str(m.tls_key), receive_max=m.receive_max, **kw,
+        tls_key=_str(m.tls_key), receive_max=m.receive_max, max_packet=max_packet(settings), **kw,
     )
+
+
+def max_packet(settings: Settings) -> int:
+    """The largest message the daemon takes (a frame, an audio chunk, a caption), plus headers."""
+    return max(settings.frames.max_frame_bytes, settings.speech.max_chunk_bytes,
+               settings.daemon.max_caption_bytes) + 65_536
 
 
 def client_kwargs(settings: Settings) -> dict:

@@ -29,7 +29,8 @@ Migration = tuple[str, Callable[[sqlite3.Connection], None]]
 class Database:
     """A connection with explicit transactions; `atomic()` nests through SAVEPOINTs."""
 
-    def __init__(self, path: str | Path, migrations: list[Migration], *, readonly: bool = False):
+    def __init__(self, path: str | Path, migrations: list[Migration], *, readonly: bool = False,
+                 synchronous: str = "NORMAL"):
         self.path = str(path)
         if self.path != ":memory:":
             Path(self.path).parent.mkdir(parents=True, exist_ok=True)
@@ -43,7 +44,8 @@ class Database:
         self.conn.execute("PRAGMA foreign_keys = ON")
         if not readonly:
             self.conn.execute("PRAGMA journal_mode = WAL")
-            self.conn.execute("PRAGMA synchronous = NORMAL")
+            # NORMAL: a commit may be lost to a power cut, never corrupted; FULL: it is on disk
+            self.conn.execute(f"PRAGMA synchronous = {'FULL' if synchronous == 'FULL' else 'NORMAL'}")
         self._depth = 0
         self._lock = threading.RLock()
         if not readonly:
@@ -97,23 +99,25 @@ class Database:
         return [r[0] for r in self.conn.execute("SELECT name FROM migrations ORDER BY rowid")]
 
     def migrate(self, migrations: list[Migration]) -> list[str]:
-        """Apply the named migrations not yet recorded, in order, each in its own transaction."""
+        """Apply the named migrations not yet recorded, in order, in one transaction that reads what
+        is applied under the write lock: two processes opening an old file at once migrate it once."""
         known = {name for name, _ in migrations}
-        applied = self.applied_migrations()
-        unknown = [name for name in applied if name not in known]
-        if unknown:
-            raise SchemaError(
-                f"{self.path} was written by a newer Chorus (unknown migrations: {', '.join(unknown)})"
-            )
-        done = []
-        for name, step in migrations:
-            if name in applied:
-                continue
-            with self.atomic() as conn:
-                step(conn)
-                conn.execute("INSERT INTO migrations VALUES (?, ?)", (name, int(time.time() * 1000)))
+        with self.atomic():
+            applied = self.applied_migrations()
+            unknown = [name for name in applied if name not in known]
+            if unknown:
+                raise SchemaError(
+                    f"{self.path} was written by a newer Chorus (unknown migrations: {', '.join(unknown)})"
+                )
+            done = []
+            for name, step in migrations:
+                if name in applied:
+                    continue
+                step(self.conn)
+                self.conn.execute("INSERT INTO migrations VALUES (?, ?)", (name, int(time.time() * 1000)))
+                done.append(name)
+        for name in done:
             logger.info("applied migration %s to %s", name, self.path)
-            done.append(name)
         return done
 
 

@@ -51,12 +51,18 @@ class EventStore:
         self.store = store
         self.db = store.db
 
-    def pending_windows(self, until_ms: int, start_ms: int | None = None, end_ms: int | None = None) -> list[dict]:
+    def pending_windows(self, until_ms: int, start_ms: int | None = None, end_ms: int | None = None, *,
+                        newest_first: bool = False, limit: int | None = None) -> list[dict]:
         """Closed windows (ending at or before `until_ms`) never consolidated or changed since."""
-        return self.windows(until_ms, start_ms, end_ms, pending_only=True)
+        return self.windows(until_ms, start_ms, end_ms, pending_only=True, newest_first=newest_first, limit=limit)
+
+    def pending_count(self) -> int:
+        """Windows never consolidated or changed since."""
+        return self.db.execute(
+            "SELECT COUNT(*) FROM windows WHERE consolidated_rev IS NULL OR rev > consolidated_rev").fetchone()[0]
 
     def windows(self, until_ms: int, start_ms: int | None = None, end_ms: int | None = None, *,
-                pending_only: bool = False) -> list[dict]:
+                pending_only: bool = False, newest_first: bool = False, limit: int | None = None) -> list[dict]:
         q = "SELECT start_ms, end_ms, input_hash, rev FROM windows WHERE end_ms <= ?"
         args: list = [until_ms]
         if pending_only:
@@ -67,7 +73,8 @@ class EventStore:
         if end_ms is not None:
             q += " AND start_ms < ?"
             args.append(end_ms)
-        return [dict(r) for r in self.db.execute(q + " ORDER BY start_ms", tuple(args))]
+        q += " ORDER BY start_ms" + (" DESC" if newest_first else "") + (f" LIMIT {int(limit)}" if limit else "")
+        return [dict(r) for r in self.db.execute(q, tuple(args))]
 
     def observations(self, window_start: int) -> tuple[int, list[WindowObservation]]:
         """(the window's revision, its observations of all agents), read together."""
@@ -94,7 +101,7 @@ class EventStore:
         now = _now()
         with self.db.atomic() as c:
             c.execute("DELETE FROM events WHERE window_start_ms = ?", (window_start,))
-            event_rev = self.store._bump_rev(c)
+            event_rev = self.store.bump_revision(c)
             ids = []
             for e in events:
                 cur = c.execute(

@@ -82,7 +82,9 @@ class FrameStore:
             raise RecordError("not a JPEG image (no SOI/SOF marker)")
         aid = self.store.agent_id(agent)
         key = ext_id or f"{ts_ms}-{seq}"
-        if self.db.execute("SELECT 1 FROM frames WHERE agent_id = ? AND ext_id = ?", (aid, key)).fetchone():
+        # the file is named by (agent, ts, seq): another id at the same place is a duplicate, not an overwrite
+        if self.db.execute("SELECT 1 FROM frames WHERE agent_id = ? AND (ext_id = ? OR (ts_ms = ? AND seq = ?))",
+                           (aid, key, ts_ms, seq)).fetchone():
             return None
         hour = datetime.fromtimestamp(ts_ms / 1000, UTC).strftime("%Y-%m-%d/%H")
         rel = f"{agent}/{hour}/{ts_ms}-{seq}.jpg"

@@ -224,19 +224,35 @@ class LexicalIndex:
             if manifest.get("format") != FORMAT:
                 logger.info("%s index format changed: rebuilding", self.source.name)
                 return
-            for key in manifest["shards"]:
-                d = self.folder / str(key)
-                meta = np.load(d / "meta.npz")
-                info = json.loads((d / "info.json").read_text())
-                bm = bm25s.BM25.load(str(d / "bm25"), show_progress=False)
-                shard = Shard(key, info["rev"], meta["ids"], meta["agents"], meta["starts"], meta["asof"], bm)
-                _fill_df(shard)
-                self.shards[key] = shard
-            self.seen_rev = manifest["seen_rev"]
-        except (OSError, ValueError, KeyError) as e:
+            keys, seen_rev = [int(k) for k in manifest["shards"]], int(manifest["seen_rev"])
+        except (OSError, ValueError, KeyError, TypeError) as e:
             logger.warning("%s index unreadable (%s): rebuilding", self.source.name, e)
-            self.shards.clear()
-            self.seen_rev = 0
+            return
+        broken = []
+        for key in keys:
+            try:
+                self.shards[key] = self._read_shard(key)
+            except Exception as e:  # truncated by a crash, a full disk, a bad sector: it is only a cache
+                logger.warning("%s index shard %d unreadable (%s: %s): rebuilding it", self.source.name, key,
+                               type(e).__name__, e)
+                broken.append(key)
+        self.seen_rev = seen_rev
+        if broken:
+            rev = self.store.revision()
+            for key in broken:
+                self._build(key, rev)
+            self._save_manifest()
+
+    def _read_shard(self, key: int) -> Shard:
+        d = self.folder / str(key)
+        meta = np.load(d / "meta.npz")
+        info = json.loads((d / "info.json").read_text())
+        bm = bm25s.BM25.load(str(d / "bm25"), show_progress=False)
+        shard = Shard(key, info["rev"], meta["ids"], meta["agents"], meta["starts"], meta["asof"], bm)
+        if not len(shard.ids) == len(shard.agents) == len(shard.starts) == info["n"]:
+            raise ValueError(f"shard holds {len(shard.ids)} rows, its info says {info['n']}")
+        _fill_df(shard)
+        return shard
 
     def _save_shard(self, shard: Shard) -> None:
         """Best effort: the saved shards are a cache of the store, so a full disk only costs a
@@ -257,9 +273,11 @@ class LexicalIndex:
         shard.bm25.save(str(tmp / "bm25"), show_progress=False)
         np.savez(tmp / "meta.npz", ids=shard.ids, agents=shard.agents, starts=shard.starts, asof=shard.asof)
         (tmp / "info.json").write_text(json.dumps({"rev": shard.rev, "n": shard.n}))
+        _sync_tree(tmp)  # on disk before the name says it is there: a crash leaves the old or the new
         shutil.rmtree(final, ignore_errors=True)
         try:
             os.rename(tmp, final)
+            _sync_dir(self.folder)
         except OSError:  # another thread saved the same shard first: theirs is as good
             shutil.rmtree(tmp, ignore_errors=True)
 
@@ -273,11 +291,34 @@ class LexicalIndex:
         tmp = self.folder / f".manifest.tmp{os.getpid()}-{threading.get_ident()}"
         try:
             self.folder.mkdir(parents=True, exist_ok=True)
-            tmp.write_text(json.dumps({"format": FORMAT, "seen_rev": self.seen_rev, "shards": sorted(self.shards)}))
+            with open(tmp, "w") as f:
+                f.write(json.dumps({"format": FORMAT, "seen_rev": self.seen_rev, "shards": sorted(self.shards)}))
+                f.flush()
+                os.fsync(f.fileno())
             os.replace(tmp, self.folder / "manifest.json")
+            _sync_dir(self.folder)
         except OSError as e:  # a stale manifest only means a rebuild at the next start
             logger.warning("could not save the %s index manifest (%s)", self.source.name, e)
             tmp.unlink(missing_ok=True)
+
+
+def _sync_tree(folder: Path) -> None:
+    """fsync every file under `folder`, then the folders themselves."""
+    for p in sorted(folder.rglob("*"), key=lambda p: -len(p.parts)):
+        if p.is_file():
+            with open(p, "rb") as f:
+                os.fsync(f.fileno())
+        else:
+            _sync_dir(p)
+    _sync_dir(folder)
+
+
+def _sync_dir(folder: Path) -> None:
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def _fill_df(shard: Shard) -> None:

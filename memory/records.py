@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import re
 from dataclasses import dataclass, field
 
 from memory.errors import RecordError
@@ -10,6 +11,14 @@ from memory.errors import RecordError
 KINDS = ("caption", "transcript", "frame_caption")
 SEGMENT_MS = 30_000
 WINDOW_MS = 600_000
+# untrusted text is one line of data: control characters, line and paragraph separators, lone
+# surrogates and non-characters could pose as other lines ("Question: ...", "[Alice] ...") in a prompt
+_NOT_TEXT = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff\ufdd0-\ufdef\ufffe\uffff]+")
+
+
+def clean_line(text: str) -> str:
+    """`text` as one line: every run of control characters becomes one space; stripped."""
+    return _NOT_TEXT.sub(" ", text).strip()
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,10 +52,6 @@ class Observation:
             str(x) for x in (self.kind, self.start_ms, self.end_ms, self.text, self.speaker, self.lang)
         )
         return "sha1:" + hashlib.sha1(raw.encode()).hexdigest()
-
-    def render(self) -> str:
-        """How the observation reads inside a unit of context."""
-        return f"{self.speaker}: {self.text}" if self.kind == "transcript" and self.speaker else self.text
 
 
 @dataclass(frozen=True, slots=True)

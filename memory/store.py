@@ -2,17 +2,18 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import sqlean as sqlite3
 
 from memory.db import Database, is_full
 from memory.errors import StorageFull
-from memory.records import SEGMENT_MS, WINDOW_MS, Observation, Unit, segment_start, window_start
+from memory.records import SEGMENT_MS, WINDOW_MS, Observation, Unit, clean_line, segment_start, window_start
 from memory.schema import MIGRATIONS
 
 logger = logging.getLogger(__name__)
@@ -23,22 +24,36 @@ class AddResult:
     inserted: int = 0
     duplicates: int = 0
     segments: int = 0
+    refused: list[tuple[Observation, str]] = field(default_factory=list)  # (observation, why): a full segment
 
     def __iadd__(self, other: AddResult) -> AddResult:
         self.inserted += other.inserted
         self.duplicates += other.duplicates
         self.segments += other.segments
+        self.refused += other.refused
         return self
+
+
+@dataclass(frozen=True)
+class SegmentCap:
+    """The most one agent's 30-second segment may hold; beyond it observations are refused."""
+
+    observations: int = 300
+    bytes: int = 65_536
 
 
 class Store:
     """One SQLite file of memory. One writer: the process that opened it read-write."""
 
-    def __init__(self, path: str | Path, *, readonly: bool = False, reserve_mb: float = 0):
+    def __init__(self, path: str | Path, *, readonly: bool = False, reserve_mb: float = 0,
+                 durable: bool = False, segment_cap: SegmentCap | None = None):
+        """`durable`: a commit survives a power cut (synchronous=FULL) before `add` returns, for
+        writers that acknowledge what they stored. `segment_cap`: refuse observations past it."""
         self.path = str(path)
         self.reserve_bytes = int(reserve_mb * 1_048_576)
         self._capped = False
-        self.db = Database(path, MIGRATIONS, readonly=readonly)
+        self.segment_cap = segment_cap
+        self.db = Database(path, MIGRATIONS, readonly=readonly, synchronous="FULL" if durable else "NORMAL")
         self._agent_ids: dict[str, int] = {}
 
     def close(self) -> None:
@@ -48,14 +63,11 @@ class Store:
     def agent_id(self, name: str) -> int:
         if name not in self._agent_ids:
             row = self.db.execute("SELECT id FROM agents WHERE name = ?", (name,)).fetchone()
-            if row is None:
+            if row is None:  # another connection may make the same agent at the same moment
                 with self.db.atomic() as c:
-                    cur = c.execute(
-                        "INSERT INTO agents (name, created_ms) VALUES (?, ?)", (name, _now())
-                    )
-                self._agent_ids[name] = cur.lastrowid
-            else:
-                self._agent_ids[name] = row[0]
+                    c.execute("INSERT OR IGNORE INTO agents (name, created_ms) VALUES (?, ?)", (name, _now()))
+                    row = c.execute("SELECT id FROM agents WHERE name = ?", (name,)).fetchone()
+            self._agent_ids[name] = row[0]
         return self._agent_ids[name]
 
     def agents(self) -> dict[int, str]:
@@ -85,10 +97,16 @@ class Store:
         now = _now()
         rows = []
         for ob in observations:
+            ob = _one_line(ob)
             ob.check()
             rows.append((self.agent_id(ob.agent), ob))
         with self.db.atomic() as c:
+            room = _Room(c, self.segment_cap)
             for aid, ob in rows:
+                why = room.refuses(aid, ob)
+                if why:
+                    result.refused.append((ob, why))
+                    continue
                 cur = c.execute(
                     """INSERT OR IGNORE INTO observations
                        (agent_id, kind, start_ms, end_ms, text, speaker, lang, ext_id, recorded_ms)
@@ -96,13 +114,14 @@ class Store:
                     (aid, ob.kind, ob.start_ms, ob.end_ms, ob.text, ob.speaker, ob.lang, ob.key(), now),
                 )
                 if cur.rowcount:
+                    room.took(aid, ob)
                     result.inserted += 1
                     touched.add((aid, segment_start(ob.start_ms)))
                     windows.add(window_start(ob.start_ms))
                 else:
                     result.duplicates += 1
             if touched:
-                rev = self._bump_rev(c)
+                rev = self.bump_revision(c)
                 for aid, start in sorted(touched):
                     self._build_segment(c, aid, start, rev)
                 c.executemany(
@@ -113,7 +132,9 @@ class Store:
         result.segments = len(touched)
         return result
 
-    def _bump_rev(self, c) -> int:
+    def bump_revision(self, c) -> int:
+        """Inside a transaction on connection `c`: the memory's revision, one higher (derived indices
+        rebuild what changed after the revision they saw)."""
         c.execute("UPDATE revisions SET value = value + 1 WHERE name = 'memory'")
         return c.execute("SELECT value FROM revisions WHERE name = 'memory'").fetchone()[0]
 
@@ -144,7 +165,7 @@ class Store:
         """Derive every segment again from the observations (they are the truth)."""
         with self.db.atomic() as c:
             c.execute("DELETE FROM segments")
-            rev = self._bump_rev(c)
+            rev = self.bump_revision(c)
             keys = c.execute(
                 f"SELECT DISTINCT agent_id, start_ms - start_ms % {SEGMENT_MS} FROM observations"
             ).fetchall()
@@ -170,6 +191,18 @@ class Store:
                 out[r["id"]] = Unit(r["id"], names[r["agent_id"]], r["start_ms"], r["end_ms"], r["text"], obs)
         return out
 
+    def segment_rows(self) -> list:
+        """(id, agent_id, last_ms, text) of every segment, in id order: for whole-memory indices."""
+        return self.db.execute("SELECT id, agent_id, last_ms, text FROM segments ORDER BY id").fetchall()
+
+    def ping(self) -> bool:
+        """The database answers (the watchdog's health check)."""
+        try:
+            self.db.execute("SELECT 1").fetchone()
+            return True
+        except Exception:
+            return False
+
     def counts(self) -> dict[str, int]:
         q = {
             "agents": "SELECT COUNT(*) FROM agents",
@@ -183,6 +216,46 @@ class Store:
     def span(self) -> tuple[int | None, int | None]:
         r = self.db.execute("SELECT MIN(start_ms), MAX(end_ms) FROM observations").fetchone()
         return r[0], r[1]
+
+
+def _one_line(ob: Observation) -> Observation:
+    """Text and speaker as one line each, whoever wrote them (a wire, a recognizer, a file)."""
+    text, speaker = clean_line(ob.text), clean_line(ob.speaker) if ob.speaker else ob.speaker
+    if (text, speaker) == (ob.text, ob.speaker):
+        return ob
+    return dataclasses.replace(ob, text=text, speaker=speaker or None)
+
+
+class _Room:
+    """What the segments touched by one `add` hold, so that none grows past its cap."""
+
+    def __init__(self, c, cap: SegmentCap | None):
+        self.c, self.cap = c, cap
+        self.held: dict[tuple[int, int], list[int]] = {}
+
+    def _load(self, aid: int, start: int) -> list[int]:
+        key = (aid, start)
+        if key not in self.held:
+            n, size = self.c.execute(
+                "SELECT COUNT(*), COALESCE(SUM(LENGTH(CAST(text AS BLOB))), 0) FROM observations "
+                "WHERE agent_id = ? AND start_ms >= ? AND start_ms < ?", (aid, start, start + SEGMENT_MS)).fetchone()
+            self.held[key] = [n, size]
+        return self.held[key]
+
+    def refuses(self, aid: int, ob: Observation) -> str | None:
+        if self.cap is None:
+            return None
+        n, size = self._load(aid, segment_start(ob.start_ms))
+        if n + 1 > self.cap.observations or size + len(ob.text.encode()) > self.cap.bytes:
+            return (f"the 30-second segment of {ob.agent} at {segment_start(ob.start_ms)} is full ({n} observations, "
+                    f"{size} bytes; cap {self.cap.observations}, {self.cap.bytes})")
+        return None
+
+    def took(self, aid: int, ob: Observation) -> None:
+        if self.cap is not None:
+            held = self._load(aid, segment_start(ob.start_ms))
+            held[0] += 1
+            held[1] += len(ob.text.encode())
 
 
 def _chunks(xs: list, n: int):

@@ -6,9 +6,10 @@ class StreamError(ValueError):
 
     code = "bad_input"
 
-    def __init__(self, message: str, *, where: str | None = None):
+    def __init__(self, message: str, *, where: str | None = None, id: str | None = None):
         super().__init__(f"{where}: {message}" if where else message)
         self.where = where
+        self.id = id  # the message's own id, when it had a readable one
 
 
 class SchemaViolation(StreamError):

@@ -16,7 +16,7 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from streams.errors import RecordingError
-from streams.messages import AgentCaption, CaptionMessage, _first_error
+from streams.messages import AgentCaption, CaptionMessage, first_error
 
 # user-given time (str or number) -> epoch ms
 TimeReader = Callable[[str | int | float], int]
@@ -51,7 +51,7 @@ def read_jsonl(path: Path, parse_time: TimeReader) -> Iterator[tuple[int, AgentC
             except RecordingError as e:
                 yield n, e
             except ValidationError as e:
-                yield n, RecordingError(_first_error(e), where=where)
+                yield n, RecordingError(first_error(e), where=where)
             except ValueError as e:  # bad JSON or unreadable time
                 yield n, RecordingError(str(e), where=where)
 

@@ -20,12 +20,14 @@ import random
 import ssl
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import aiomqtt
 from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.properties import Properties
 
 from streams.topics import Topics
+from streams.wire import message_key
 
 logger = logging.getLogger(__name__)
 
@@ -46,6 +48,7 @@ class LinkConfig:
     tls_cert: str | None = None  # a client certificate, for brokers that ask for one
     tls_key: str | None = None
     receive_max: int = 1000  # QoS 1 messages taken but not yet acknowledged (MQTT 5)
+    max_packet: int = 4_194_304  # MQTT 5: the broker drops a larger publish instead of sending it to us
     outbox: int = 2000
 
 
@@ -59,6 +62,11 @@ class Inbound:
     user: dict[str, str] = field(default_factory=dict)
     mid: int = 0
     session: int = 0  # which connection brought it: an ack is only valid on that one
+
+    @cached_property
+    def key(self) -> str:
+        """Recognises this message when the broker sends it again (the poison journal)."""
+        return message_key(self.topic, self.payload)
 
 
 class Link:
@@ -165,6 +173,7 @@ class Link:
             props = Properties(PacketTypes.CONNECT)
             props.SessionExpiryInterval = self.cfg.session_expiry_s
             props.ReceiveMaximum = self.cfg.receive_max
+            props.MaximumPacketSize = self.cfg.max_packet
             kw.update(clean_start=False, properties=props)
         else:
             kw.update(clean_session=False)

@@ -8,7 +8,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from streams.errors import EncodingError, SchemaViolation, StreamError
+from streams.errors import SchemaViolation, StreamError
+from streams.wire import I64, id_in, parse_json
 
 AGENT_NAME = re.compile(r"^(?!.*\.\.)[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 MAX_TEXT = 8192
@@ -20,15 +21,15 @@ class WireModel(BaseModel):
 
     @classmethod
     def from_bytes(cls, data: bytes | str, *, where: str | None = None):
-        if isinstance(data, bytes | bytearray):
-            try:
-                data.decode("utf-8")
-            except UnicodeDecodeError as e:
-                raise EncodingError(f"payload is not UTF-8 (byte {e.start})", where=where) from None
+        """The message, or a StreamError with its code and (when the payload had one) its `id`;
+        the payload is parsed once, on the error path too."""
+        value = parse_json(data, where=where)
         try:
-            return cls.model_validate_json(data)
+            return cls.model_validate(value)
         except ValidationError as e:
-            raise SchemaViolation(_first_error(e), where=where) from None
+            raise SchemaViolation(first_error(e), where=where, id=id_in(value)) from None
+        except (RecursionError, OverflowError, MemoryError) as e:
+            raise SchemaViolation(f"unreadable message ({type(e).__name__})", where=where, id=id_in(value)) from None
 
 
 class CaptionMessage(WireModel):
@@ -37,8 +38,8 @@ class CaptionMessage(WireModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     id: str = Field(min_length=1, max_length=200, description="unique per agent; a resend is a no-op")
-    ts: int = Field(ge=0, description="start, UTC epoch ms")
-    end_ts: int | None = Field(default=None, ge=0, description="end, UTC epoch ms (default: ts)")
+    ts: int = Field(ge=0, le=I64, description="start, UTC epoch ms")
+    end_ts: int | None = Field(default=None, ge=0, le=I64, description="end, UTC epoch ms (default: ts)")
     kind: Literal["caption", "transcript"] = "caption"
     text: str = Field(min_length=1, max_length=MAX_TEXT)
     speaker: str | None = Field(default=None, max_length=100)
@@ -83,7 +84,7 @@ class AgentCaption(BaseModel):
         return v
 
 
-def _first_error(e: ValidationError) -> str:
+def first_error(e: ValidationError) -> str:
     err = e.errors()[0]
     loc = ".".join(str(p) for p in err.get("loc", ())) or "message"
     return f"{loc}: {err.get('msg', 'invalid')}"
@@ -130,10 +131,10 @@ class MediaHeader(WireModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    ts: int = Field(ge=0, description="capture time, UTC epoch ms")
-    seq: int = Field(ge=0, description="per-agent sequence number")
+    ts: int = Field(ge=0, le=I64, description="capture time, UTC epoch ms")
+    seq: int = Field(ge=0, le=I64, description="per-agent sequence number")
     id: str | None = Field(default=None, min_length=1, max_length=200, pattern=r"^[A-Za-z0-9_.:-]+$")
-    rate: int = Field(default=AUDIO_RATE, description="audio sample rate; only 16000 is accepted")
+    rate: int = Field(default=AUDIO_RATE, ge=0, le=I64, description="audio sample rate; only 16000 is accepted")
 
     def user_properties(self) -> list[tuple[str, str]]:
         """The MQTT v5 user properties that carry this header."""
@@ -166,7 +167,7 @@ def split_media(payload: bytes, user: dict[str, str] | None = None, *, where: st
         try:
             return MediaHeader.model_validate(fields), payload
         except ValidationError as e:
-            raise SchemaViolation(_first_error(e), where=where) from None
+            raise SchemaViolation(first_error(e), where=where) from None
     cut = payload.find(b"\n", 0, MAX_HEADER + 1)
     if not payload.startswith(b"{") or cut < 0:
         raise SchemaViolation("no header: MQTT v5 user properties ts/seq, or a JSON header line then the bytes",

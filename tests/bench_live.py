@@ -1,7 +1,10 @@
 """Live benchmark (not a test): sustained QoS 1 ingest through mosquitto into the store, and
 question latency over MQTT against in process, in one run.
 
-    .venv/bin/python tests/bench_live.py [--captions 20000] [--questions 5]
+    .venv/bin/python tests/bench_live.py [--captions 20000] [--questions 5] [--durable both]
+
+`--durable both` measures the ingest twice in one run, acknowledging after a synchronous=NORMAL
+commit (before) and after a synchronous=FULL one (the default: durable acknowledgement).
 """
 
 from __future__ import annotations
@@ -43,11 +46,11 @@ def count(db: Path) -> int:
         c.close()
 
 
-async def publish(port: int, n: int, base_ts: int) -> float:
+async def publish(port: int, n: int, base_ts: int, prefix: str = "") -> float:
     t0 = time.perf_counter()
     async with aiomqtt.Client("127.0.0.1", port, max_inflight_messages=200) as c:
         for i in range(n):
-            body = {"id": f"load-{i}", "ts": base_ts + i * 100, "text": f"robot {i % 6} moved box {i} to shelf {i % 40}"}
+            body = {"id": f"{prefix}load-{i}", "ts": base_ts + i * 100, "text": f"robot {i % 6} moved box {i} to shelf {i % 40}"}
             await c.publish(f"chorus/v1/agents/robot{i % 6}/caption", json.dumps(body), qos=1)
     return time.perf_counter() - t0
 
@@ -69,6 +72,7 @@ def main() -> int:
     ap.add_argument("--captions", type=int, default=20000)
     ap.add_argument("--questions", type=int, default=5)
     ap.add_argument("--slice", type=Path, help="a memory to copy for the questions (default: import DAY1 11-13)")
+    ap.add_argument("--durable", choices=["on", "off", "both"], default="on", help="daemon.durable_ack")
     args = ap.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="chorus-bench-"))
     db = tmp / "live.sqlite"
@@ -83,25 +87,33 @@ def main() -> int:
         cli(["import", "egolife", str(egolife / "EgoLifeCap"), "--days", "1", "--agents", "A1_JAKE,A2_ALICE,A4_LUCIA",
              "--db", str(db)])
     broker = Mosquitto(tmp)
-    env = daemon_env(broker.port, CHORUS__DAEMON__CONSOLIDATE_EVERY_S="3600", CHORUS__DAEMON__SILENCE_S="3600")
-    proc = start_daemon(db, env, tmp / "daemon.log")
-    try:
-        deadline = time.time() + 120
-        while "ready" not in (tmp / "daemon.log").read_text() and time.time() < deadline:
-            time.sleep(0.2)
-        before = count(db)
-        t0 = time.perf_counter()
-        pub_s = asyncio.run(publish(broker.port, args.captions, 1_735_700_000_000))
-        while count(db) < before + args.captions and time.perf_counter() - t0 < 600:
-            time.sleep(0.1)
-        stored_s = time.perf_counter() - t0
-        stored = count(db) - before
-        over_mqtt = [asyncio.run(ask(broker.port, f"q{i}", *QUESTIONS[i % len(QUESTIONS)]))
-                     for i in range(args.questions)]
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        proc.wait(60)
-        broker.stop()
+    ingest, over_mqtt = {}, []
+    for n, durable in enumerate({"on": [True], "off": [False], "both": [False, True]}[args.durable]):
+        env = daemon_env(broker.port, CHORUS__DAEMON__CONSOLIDATE_EVERY_S="3600", CHORUS__DAEMON__SILENCE_S="3600",
+                         CHORUS__DAEMON__DURABLE_ACK=str(durable).lower())
+        log = tmp / f"daemon{n}.log"
+        proc = start_daemon(db, env, log)
+        try:
+            deadline = time.time() + 120
+            while (not log.exists() or "ready" not in log.read_text()) and time.time() < deadline:
+                time.sleep(0.2)
+            before = count(db)
+            t0 = time.perf_counter()
+            pub_s = asyncio.run(publish(broker.port, args.captions, 1_735_700_000_000 + n * 10**8, prefix=f"r{n}-"))
+            while count(db) < before + args.captions and time.perf_counter() - t0 < 600:
+                time.sleep(0.1)
+            stored_s = time.perf_counter() - t0
+            stored = count(db) - before
+            ingest["durable_ack" if durable else "ack_after_normal_commit"] = {
+                "captions": args.captions, "stored": stored, "publish_s": round(pub_s, 2),
+                "stored_s": round(stored_s, 2), "captions_per_s": round(stored / stored_s, 1)}
+            if durable or args.durable == "off":
+                over_mqtt = [asyncio.run(ask(broker.port, f"q{i}", *QUESTIONS[i % len(QUESTIONS)]))
+                             for i in range(args.questions)]
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            proc.wait(60)
+    broker.stop()
     # the same questions in process, same database, same settings
     os.environ.update({k: v for k, v in env.items() if k.startswith("CHORUS")})
     from assistant.answer import Answerer
@@ -121,8 +133,7 @@ def main() -> int:
                         search=s.retrieval))
         in_process.append((time.perf_counter() - t) * 1000)
     print(json.dumps({
-        "ingest": {"captions": args.captions, "stored": stored, "publish_s": round(pub_s, 2),
-                   "stored_s": round(stored_s, 2), "captions_per_s": round(stored / stored_s, 1)},
+        "ingest": ingest,
         "question_ms": {"over_mqtt_p50": round(statistics.median(over_mqtt), 1),
                         "in_process_p50": round(statistics.median(in_process), 1),
                         "over_mqtt": [round(x) for x in over_mqtt], "in_process": [round(x) for x in in_process]},

@@ -97,6 +97,20 @@ def test_corrupt_index_folder_is_rebuilt(filled):
     assert len(again.search(tokenize("charger"), k=10)) == 3
 
 
+@pytest.mark.parametrize("victim", ["meta.npz", "info.json", "bm25/params.index.json", "bm25/data.csc.index.npy"])
+def test_a_truncated_shard_is_rebuilt_at_start_up_not_a_crash(filled, victim):
+    ix = LexicalIndex(filled)
+    ix.refresh()
+    want = ix.search(tokenize("charger"), k=10)
+    shard = sorted(p for p in ix.folder.iterdir() if p.is_dir())[0]
+    path = shard / victim
+    path.write_bytes(path.read_bytes()[: max(1, path.stat().st_size // 3)])  # a crash mid-write
+    again = LexicalIndex(filled)
+    assert again.search(tokenize("charger"), k=10) == want
+    assert LexicalIndex(filled).search(tokenize("charger"), k=10) == want  # and saved again, whole
+    assert not [p for p in ix.folder.iterdir() if p.name.startswith(".")]  # no temporary folders left
+
+
 def test_chinese_query_finds_chinese_caption(store):
     store.add([obs("lucia", 1, 1000, "这个螺丝刀它没有磁吸"), obs("lucia", 1, 2000, "我们去厨房做饭")])
     ix = LexicalIndex(store)

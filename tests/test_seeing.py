@@ -26,7 +26,7 @@ def frame(agent, ts, seq, color, v5=True):
 
 
 async def drain(seeing: Seeing):
-    task = asyncio.create_task(seeing.store())
+    task = asyncio.create_task(seeing.write())
     try:
         for _ in range(200):
             await asyncio.sleep(0.02)
@@ -74,3 +74,20 @@ def test_an_answer_shows_frames_near_its_evidence_then_frames_matching_the_quest
     assert got[0][0].ts_ms == T0 + 600_000 and all(f.ts_ms <= early.as_of_ms for f, _, _ in got)
     assert [d for _, _, d in got] == sorted(d for _, _, d in got)
     assert FrameFinder(fs).find(q, []) == []  # no embedder, no evidence: no frames
+
+
+async def test_a_clock_that_jumps_back_cannot_defeat_every_ms(store, tmp_path):
+    fs = FrameStore(store, tmp_path / "frames")
+    seeing = Seeing(fs, FrameSettings(every_ms=1000), VisionSettings(), report=lambda *a, **k: None)
+    for i in range(20):  # a camera whose clock runs backwards two seconds a frame, twenty frames at once
+        seeing.offer("cam9", frame("cam9", T0 - i * 2000, i, (90, 90, 90)))
+    await drain(seeing)
+    assert fs.counts()["frames"] == 1 and seeing.counts["skipped"] == 19
+
+
+def test_another_id_at_the_same_agent_time_and_seq_is_a_duplicate_not_an_overwrite(store, tmp_path):
+    fs = FrameStore(store, tmp_path / "frames")
+    first, second = jpeg((200, 0, 0), size=(32, 24)), jpeg((0, 200, 0), size=(32, 24))
+    f = fs.add("cam8", T0, 1, first, "id-a")
+    assert f is not None and fs.add("cam8", T0, 1, second, "id-b") is None
+    assert f.path.read_bytes() == first and fs.counts()["frames"] == 1
