@@ -7,6 +7,7 @@ import asyncio
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -37,7 +38,7 @@ class Served:
 
 
 def wait_web(log: Path, port: int, timeout: float = 180) -> None:
-    line = f"web page at http://127.0.0.1:{port}/"
+    line = f"web page: open http://127.0.0.1:{port}/"
     if not wait_until(lambda: log.exists() and line in log.read_text(errors="replace"), timeout):
         raise TimeoutError(f"no {line!r}; log:\n{log.read_text(errors='replace')[-3000:]}")
 
@@ -70,7 +71,7 @@ def served(tmp_path_factory, slice_db, clock):
 
 
 def test_the_daemon_says_where_the_page_is(served):
-    assert f"chorus: web page at http://127.0.0.1:{served.port}/ (open it in a browser)" in served.log.read_text()
+    assert f"chorus: web page: open http://127.0.0.1:{served.port}/ in a browser\n" in served.log.read_text()
     status, headers, body = served.http.request("GET", "/")
     assert status == 200 and headers["content-type"].startswith("text/html")
     assert b"/static/app.js" in body and b"http" not in body.replace(b"http-equiv", b"")  # nothing from outside
@@ -287,7 +288,7 @@ def test_token_rule(tmp_path, slice_db):
     proc = start_daemon(db, web_env(broker.port, port, CHORUS__WEB__HOST="0.0.0.0", CREDENTIALS_DIRECTORY=str(creds)),
                         log)
     try:
-        shown = f"web page at http://{__import__('socket').gethostname()}:{port}/"
+        shown = f"web page: open http://{socket.gethostname()}:{port}/ in a browser with ?token="
         assert wait_until(lambda: shown in log.read_text(errors="replace"), 180), log.read_text()[-2000:]
         anon, bearer = Http(port), Http(port, token)
         for path in ("/", "/static/app.js", "/api/status", "/api/events?from=DAY1&to=DAY2"):
@@ -310,8 +311,6 @@ def test_token_rule(tmp_path, slice_db):
 
 
 def test_a_taken_port_leaves_the_daemon_serving(tmp_path):
-    import socket
-
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         s.listen()

@@ -66,7 +66,7 @@ class WebServer:
             shown = socket.gethostname() if host in ("0.0.0.0", "::", "") else host
             self.url = f"http://{'[' + shown + ']' if ':' in shown else shown}:{port}/"
             hint = " with ?token=<web.token> once" if self.token else ""
-            print(f"chorus: web page at {self.url} (open it in a browser{hint})", file=sys.stderr, flush=True)
+            print(f"chorus: web page: open {self.url} in a browser{hint}", file=sys.stderr, flush=True)
             logger.info("web page and API on %s", self.url)
             await asyncio.Event().wait()
         finally:
