@@ -47,8 +47,15 @@ class MemorySearch:
             self.segments.refresh()
         self.event_index.refresh()
 
-    def agents(self) -> list[str]:
-        return sorted(self.store.agents().values())
+    def agents(self, q: Query | None = None, limit: int = 24) -> list[str]:
+        """The people a plan may name: the agents with the most memory before `as_of` (never every agent
+        ever seen: thousands of invented ids must not push the planner's prompt past the model's
+        context), plus the asker and the agents the question is limited to."""
+        if q is None:
+            return sorted(self.store.agents().values())
+        busiest = self.store.busiest_agents(q.as_of_ms, limit)
+        named = [a for a in (q.asker, *(q.agents or ())) if a and a in set(self.store.agents().values())]
+        return sorted(set(busiest) | set(named))
 
     def shared(self, q: Query) -> list[Event]:
         """The top-n events of windows that ended by `as_of`, best first."""

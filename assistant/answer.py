@@ -86,7 +86,7 @@ class Answerer:
             timings["retrieval"] = (time.perf_counter() - t1) * 1000
             return Gathered(events, units, timings_ms=timings)
         requests, planner, usage = plan(
-            self.planner, self.llm, q, events, self.events_text(events), self.search.agents(),
+            self.planner, self.llm, q, events, self.events_text(events), self.search.agents(q),
             self.settings.max_requests,
         )
         t2 = time.perf_counter()

@@ -17,27 +17,50 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("-v", "--verbose", action="count", default=0)
 
 
-def _recording_formats(parent: argparse.ArgumentParser) -> list[argparse.ArgumentParser]:
+class _Help(argparse.RawDescriptionHelpFormatter):
+    """Examples kept as written; each sub-command and its help on one line in 80 columns."""
+
+    def __init__(self, prog: str) -> None:
+        super().__init__(prog, max_help_position=20)
+        self._action_max_length = 16  # argparse leaves the indent of sub-command names out of its measure
+
+
+def _command(sub, name: str, help: str, example: str) -> argparse.ArgumentParser:
+    """A sub-command: its one-line help in the parent's list, and one example of real use."""
+    return sub.add_parser(name, help=help, description=help[0].upper() + help[1:] + ".",
+                          epilog=f"example:\n  {example}", formatter_class=_Help)
+
+
+def _commands(parser: argparse.ArgumentParser, dest: str):
+    return parser.add_subparsers(dest=dest, required=True, title="commands", metavar="COMMAND")
+
+
+def _recording_formats(parent: argparse.ArgumentParser, verb: str, tail: str) -> list[argparse.ArgumentParser]:
     """The `egolife DIR` and `jsonl FILE` sub-commands shared by `import` and `replay`."""
-    fmt = parent.add_subparsers(dest="format", required=True)
-    eg = fmt.add_parser("egolife", help="an EgoLifeCap folder (DenseCaption/, Transcript/)")
+    fmt = _commands(parent, "format")
+    eg = _command(fmt, "egolife", "an EgoLifeCap folder (DenseCaption/, Transcript/)",
+                  f"chorus {verb} egolife ../shared/data/egolife/EgoLifeCap --days 1{tail}")
     eg.add_argument("path", type=Path)
     eg.add_argument("--days", help="comma-separated day numbers, e.g. 1,2")
     eg.add_argument("--agents", help="comma-separated agent names, e.g. A1_JAKE,A2_ALICE")
-    jl = fmt.add_parser("jsonl", help="generic JSON lines, one observation a line (see README)")
+    jl = _command(fmt, "jsonl", "generic JSON lines, one observation a line (see README)",
+                  f"chorus {verb} jsonl robot1.jsonl{tail}")
     jl.add_argument("path", type=Path)
     return [eg, jl]
 
 
 def build_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="chorus", description="Shared memory of a team of camera-wearing agents.")
-    sub = ap.add_subparsers(dest="command", required=True)
+    ap = argparse.ArgumentParser(prog="chorus", description="Shared memory of a team of camera-wearing agents.",
+                                 formatter_class=_Help, epilog="`chorus COMMAND --help` shows a command's options and an example.")
+    sub = _commands(ap, "command")
 
-    imp = sub.add_parser("import", help="import recordings into the memory")
-    for p in _recording_formats(imp):
+    imp = _command(sub, "import", "import recordings into the memory",
+                   "chorus import egolife ../shared/data/egolife/EgoLifeCap --days 1,2 --db var/chorus.sqlite")
+    for p in _recording_formats(imp, "import", ""):
         _common(p)
 
-    rt = sub.add_parser("retrieve", help="print the context an answering model would receive")
+    rt = _command(sub, "retrieve", "print the context an answering model would receive",
+                  'chorus retrieve "Who used the screwdriver first?" --as-of "DAY3 11:21:02" --asker A1_JAKE')
     rt.add_argument("question")
     rt.add_argument("--as-of", default="now", help="only memory recorded before this time ('DAY3 11:21:02', ISO 8601, epoch ms)")
     rt.add_argument("--agent", action="append", help="search only this agent (repeatable)")
@@ -48,7 +71,9 @@ def build_parser() -> argparse.ArgumentParser:
                     help="EgoMAS retrieval: shared memory, this planner, per-agent units (default: flat BM25)")
     _common(rt)
 
-    ak = sub.add_parser("ask", help="answer a question from the memory with the local LLM")
+    ak = _command(sub, "ask", "answer a question from the memory with the local LLM",
+                  'chorus ask "Who used the screwdriver first?" --option Tasha --option Alice --option Shure '
+                  '--option Lucia --as-of "DAY3 11:21:02"')
     ak.add_argument("question")
     ak.add_argument("--option", action="append", default=[], help="a multiple-choice option (repeatable, A-D)")
     ak.add_argument("--as-of", default="now", help="only memory recorded before this time")
@@ -57,9 +82,11 @@ def build_parser() -> argparse.ArgumentParser:
     ak.add_argument("--planner", choices=["llm", "rule"], help="default: answer.planner")
     _common(ak)
 
-    be = sub.add_parser("bench", help="measure retrieval on a question set")
-    bsub = be.add_subparsers(dest="suite", required=True)
-    eq = bsub.add_parser("egolifeqa", help="EgoLifeQA JSON files, asked as A1_JAKE at each query time")
+    be = _command(sub, "bench", "measure retrieval and answers on a question set",
+                  "chorus bench egolifeqa EgoLifeQA_A1_JAKE_DAY1.json --limit 50")
+    bsub = _commands(be, "suite")
+    eq = _command(bsub, "egolifeqa", "EgoLifeQA JSON files, asked as A1_JAKE at each query time",
+                  "chorus bench egolifeqa EgoLifeQA_A1_JAKE_DAY1.json EgoLifeQA_A1_JAKE_DAY2.json --answer --every 5")
     eq.add_argument("files", nargs="+", type=Path)
     eq.add_argument("--limit", type=int, help="only the first N questions")
     eq.add_argument("--every", type=int, default=1, help="only every K-th question (a spread-out sample)")
@@ -71,7 +98,8 @@ def build_parser() -> argparse.ArgumentParser:
     eq.add_argument("--planner", choices=["llm", "rule"], help="planner for --answer (default: answer.planner)")
     _common(eq)
 
-    co = sub.add_parser("consolidate", help="write shared-memory events for closed 10-minute windows")
+    co = _command(sub, "consolidate", "write shared-memory events for closed windows",
+                  'chorus consolidate --from "DAY1 11:00" --to "DAY1 13:00" --dry-run')
     co.add_argument("--from", dest="start", help="only windows ending after this time")
     co.add_argument("--to", dest="end", help="only windows starting before this time")
     co.add_argument("--until", help="windows ending at or before this time are closed (default: now)")
@@ -79,31 +107,35 @@ def build_parser() -> argparse.ArgumentParser:
     co.add_argument("--force", action="store_true", help="rebuild windows even when their inputs did not change")
     _common(co)
 
-    st = sub.add_parser("status", help="what the memory holds")
+    st = _command(sub, "status", "what the memory holds", "chorus status --db var/chorus.sqlite")
     _common(st)
 
-    ix = sub.add_parser("index", help="refresh or rebuild the derived indices")
+    ix = _command(sub, "index", "refresh or rebuild the derived indices", "chorus index --rebuild")
     ix.add_argument("--rebuild", action="store_true", help="rebuild segments and indices from the observations")
     _common(ix)
 
-    rn = sub.add_parser("run", help="the daemon: MQTT in, shared memory every 10 minutes, answers out")
+    rn = _command(sub, "run", "the daemon: captions in over MQTT, answers out",
+                  "chorus run --config /etc/chorus/chorus.toml")
     _common(rn)
 
-    rp = sub.add_parser("replay", help="publish recordings as live agents over MQTT")
-    for p in _recording_formats(rp):
+    rp = _command(sub, "replay", "publish recordings as live agents over MQTT",
+                  "chorus replay egolife ../shared/data/egolife/EgoLifeCap --days 1 --speed 600")
+    for p in _recording_formats(rp, "replay", " --speed 600"):
         p.add_argument("--speed", type=float, default=1.0, help="time compression: 60 = an hour a minute")
         p.add_argument("--host", help="broker host (default: mqtt.host or localhost)")
         p.add_argument("--port", type=int, help="broker port (default: mqtt.port)")
         p.add_argument("--limit", type=int, help="stop after N captions")
         _common(p)
 
-    tr = sub.add_parser("transcribe", help="transcribe a WAV recording of one agent into the memory")
+    tr = _command(sub, "transcribe", "a WAV recording of one agent into transcripts",
+                  'chorus transcribe kitchen.wav --agent robot1 --start "DAY1 11:00:00"')
     tr.add_argument("path", type=Path)
     tr.add_argument("--agent", required=True, help="whose recording it is")
     tr.add_argument("--start", required=True, help="capture time of its first sample ('DAY1 11:00:00', ISO 8601, ...)")
     _common(tr)
 
-    fr = sub.add_parser("frames", help="the stored camera frames: counts, retention now, search by text or time")
+    fr = _command(sub, "frames", "stored camera frames: counts, retention, search",
+                  'chorus frames --at "DAY1 11:20:00" --agent robot1')
     fr.add_argument("--search", help="frames matching this text (needs vision.embedder)")
     fr.add_argument("--at", help="frames nearest this time (with --agent)")
     fr.add_argument("--agent", action="append", help="only this agent (repeatable)")
@@ -112,7 +144,8 @@ def build_parser() -> argparse.ArgumentParser:
     fr.add_argument("--enforce", action="store_true", help="apply the retention policy now")
     _common(fr)
 
-    ld = sub.add_parser("load", help="synthetic agents at N times realistic rates, on loopback only")
+    ld = _command(sub, "load", "synthetic agents at N times real rates (loopback)",
+                  "chorus load --agents 6 --seconds 60 --factor 10")
     ld.add_argument("--agents", type=int, default=6, help="number of synthetic agents (load00, load01, ...)")
     ld.add_argument("--seconds", type=float, default=60, help="how long to send (bounded: at most 3600)")
     ld.add_argument("--factor", type=float, default=10, help="times the realistic rates (captions 0.5/s, "
@@ -122,14 +155,15 @@ def build_parser() -> argparse.ArgumentParser:
     ld.add_argument("--mqtt311", action="store_true", help="MQTT 3.1.1: audio/frame metadata in a JSON header line")
     _common(ld)
 
-    ch = sub.add_parser("chat", help="ask questions interactively (of the running daemon, else in process)")
+    ch = _command(sub, "chat", "ask questions interactively (daemon or in process)", "chorus chat --asker A1_JAKE")
     ch.add_argument("--asker", help="who asks: 'I' in the questions means this agent")
     ch.add_argument("--local", action="store_true", help="answer in process even when a daemon runs")
     _common(ch)
 
-    cf = sub.add_parser("config", help="configuration")
-    csub = cf.add_subparsers(dest="action", required=True)
-    ck = csub.add_parser("check", help="validate the configuration and exit non-zero on errors")
+    cf = _command(sub, "config", "check the configuration", "chorus config check --config /etc/chorus/chorus.toml")
+    csub = _commands(cf, "action")
+    ck = _command(csub, "check", "validate the configuration; exit code 2 on errors",
+                  "chorus config check --config /etc/chorus/chorus.toml")
     _common(ck)
     return ap
 

@@ -191,6 +191,12 @@ class Store:
                 out[r["id"]] = Unit(r["id"], names[r["agent_id"]], r["start_ms"], r["end_ms"], r["text"], obs)
         return out
 
+    def busiest_agents(self, before_ms: int, limit: int) -> list[str]:
+        """The `limit` agents with the most segments starting before `before_ms`, most first."""
+        return [r[0] for r in self.db.execute(
+            """SELECT a.name FROM segments s JOIN agents a ON a.id = s.agent_id WHERE s.start_ms < ?
+               GROUP BY s.agent_id ORDER BY COUNT(*) DESC, a.name LIMIT ?""", (before_ms, limit))]
+
     def segment_rows(self) -> list:
         """(id, agent_id, last_ms, text) of every segment, in id order: for whole-memory indices."""
         return self.db.execute("SELECT id, agent_id, last_ms, text FROM segments ORDER BY id").fetchall()

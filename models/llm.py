@@ -22,6 +22,7 @@ from typing import TypeVar
 from pydantic import BaseModel, ValidationError
 
 from models.errors import ModelError, ModelTimeout
+from models.lifetime import close_at_exit, free_llama
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T", bound=BaseModel)
@@ -57,13 +58,18 @@ class PriorityGate:
         self._busy = False
         self.waiting = [0, 0]
 
-    def acquire(self, priority: int) -> None:
+    def acquire(self, priority: int, timeout: float | None = None) -> bool:
+        """True once the model is this caller's; False if `timeout` seconds passed first."""
         with self._cond:
             self.waiting[priority] += 1
-            while self._busy or (priority == LOW and self.waiting[HIGH]):
-                self._cond.wait()
-            self.waiting[priority] -= 1
-            self._busy = True
+            try:
+                free = self._cond.wait_for(
+                    lambda: not (self._busy or (priority == LOW and self.waiting[HIGH])), timeout)
+            finally:
+                self.waiting[priority] -= 1
+            if free:
+                self._busy = True
+            return free
 
     def release(self) -> None:
         with self._cond:
@@ -97,20 +103,39 @@ class LocalLLM:
         self.gate = PriorityGate()
         self.closing = threading.Event()
         self._grammars: dict[type, object] = {}
+        self._closed = False
+        close_at_exit(self)
         logger.info("loaded %s (%s) in %.1fs, n_ctx=%d", self.name, self.path.name, time.perf_counter() - t0, self.n_ctx)
 
     def close(self) -> None:
         """Frees the model now (rather than in a finaliser at interpreter exit, when llama.cpp's
-        own bindings may already be gone)."""
-        self.llama.close()
+        own bindings may already be gone); at exit this runs by itself (`models.lifetime`). A
+        generation still running gets until its next token to stop."""
+        if self._closed:
+            return
+        self.closing.set()
+        if not self.gate.acquire(LOW, timeout=10):
+            logger.warning("%s still generating: left to its finaliser", self.name)
+            return
+        try:
+            free_llama(self.llama)
+            self._closed = True
+        finally:
+            self.gate.release()
 
     # -- tokens -------------------------------------------------------------------------
+    def _open(self):
+        """The llama, or ModelError once closed (a freed model must never be called: it crashes)."""
+        if self._closed:
+            raise ModelError(f"{self.name} is closed")
+        return self.llama
+
     def count(self, text: str) -> int:
-        return len(self.llama.tokenize(text.encode("utf-8"), add_bos=False, special=False)) if text else 0
+        return len(self._open().tokenize(text.encode("utf-8"), add_bos=False, special=False)) if text else 0
 
     def trim(self, text: str, max_tokens: int) -> str:
         """The text cut to at most `max_tokens` tokens (whole characters kept)."""
-        toks = self.llama.tokenize(text.encode("utf-8"), add_bos=False, special=False)
+        toks = self._open().tokenize(text.encode("utf-8"), add_bos=False, special=False)
         if len(toks) <= max_tokens:
             return text
         return self.llama.detokenize(toks[:max_tokens]).decode("utf-8", errors="ignore")
@@ -156,8 +181,9 @@ class LocalLLM:
         t0 = time.perf_counter()
         parts: list[str] = []
         n = 0
+        stream = None
         try:
-            stream = self.llama.create_chat_completion(
+            stream = self._open().create_chat_completion(
                 messages, grammar=grammar, max_tokens=min(max_tokens, room), temperature=self.temperature,
                 seed=self.seed, stream=True, repeat_penalty=self.repeat_penalty,
             )
@@ -173,6 +199,8 @@ class LocalLLM:
                 if self.closing.is_set():
                     raise ModelPreempted("the process is stopping")
         finally:
+            if stream is not None:  # a generation cut short: not left suspended, holding the model, until exit
+                stream.close()
             self.gate.release()
         usage = Usage(self.prompt_tokens(messages), n, time.perf_counter() - t0)
         return "".join(parts), usage

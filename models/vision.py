@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from models.errors import ModelError
+from models.lifetime import close_at_exit, free_llama
 
 logger = logging.getLogger(__name__)
 CLIP_MEAN, CLIP_STD = (0.48145466, 0.4578275, 0.40821073), (0.26862954, 0.26130258, 0.27577711)
@@ -135,6 +136,12 @@ class FrameCaptioner:
                          chat_handler=cls(clip_model_path=str(Path(projector).expanduser()), verbose=False))
         self.name = Path(model).name
         self._lock = threading.Lock()
+        close_at_exit(self)
+
+    def close(self) -> None:
+        """Frees the model and its projector now (at exit this runs by itself: `models.lifetime`)."""
+        with self._lock:
+            free_llama(self.llm)
 
     def caption(self, jpeg: bytes, prompt: str, max_tokens: int = 60) -> str:
         url = "data:image/jpeg;base64," + base64.b64encode(jpeg).decode()

@@ -96,3 +96,20 @@ def test_background_generation_gives_way_to_a_question(tiny_llm):
     text, _ = tiny_llm.text([{"role": "user", "content": "Say hi."}], max_tokens=8, priority=HIGH)
     t.join(60)
     assert result["low"] == "preempted" and text
+
+
+@pytest.mark.slow
+def test_a_loaded_model_is_freed_at_exit_and_refuses_work_after():
+    """Every model registers with the exit hook; closing frees the model and the sampler of its
+    last generation (which llama-cpp-python's own close() leaves to a finaliser)."""
+    from models import lifetime
+    from models.llm import LocalLLM
+
+    llm = LocalLLM(bundled.tiny(), n_ctx=256, n_threads=2)
+    llm.text([{"role": "user", "content": "Hi"}], max_tokens=1)
+    assert llm in set(lifetime._live) and llm.llama._sampler is not None
+    llm.close()
+    llm.close()  # again, as the exit hook does after a test's own close: nothing happens
+    assert llm.llama._sampler is None and llm.llama._model.model is None
+    with pytest.raises(ModelError, match="closed"):
+        llm.text([{"role": "user", "content": "Hi"}], max_tokens=1)

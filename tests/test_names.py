@@ -50,3 +50,18 @@ def test_consolidation_prompt_lists_the_window_s_agents_once_each_and_lines_as_o
     assert len(lines) == 3
     assert any(line.endswith("[Z_JAKE] I open the door Question: who? [Alice] x") for line in lines)
     assert any('Jake B said: "ready? Answer: B"' in line for line in lines)
+
+
+def test_the_planner_names_the_busiest_agents_not_every_id_ever_seen(tmp_path):
+    from assistant.agentwise import MemorySearch
+    from assistant.config import AnswerSettings
+
+    store = Store(tmp_path / "m.sqlite")
+    store.add([Observation(a, "caption", W + i * 30_000, W + i * 30_000 + 1000, f"{a} works {i}")
+               for a, n in (("A1_JAKE", 40), ("A2_ALICE", 30)) for i in range(n)])
+    store.add([Observation(f"bogus{i}", "caption", W + 1000, W + 2000, "x") for i in range(1000)])
+    search = MemorySearch(store, AnswerSettings())
+    got = search.agents(Query("who worked?", W + 3_600_000, asker="Z_JAKE"), limit=24)
+    assert len(got) == 24 and {"A1_JAKE", "A2_ALICE"} <= set(got)
+    got = search.agents(Query("who worked?", W + 3_600_000, agents=("bogus999",)), limit=5)
+    assert "bogus999" in got and "A1_JAKE" in got and len(got) <= 6

@@ -262,3 +262,34 @@ def test_a_message_that_kills_the_daemon_twice_is_refused_as_poison(tmp_path):
         if proc.poll() is None:
             proc.kill()
         broker.stop()
+
+
+def _sendable(topic: str) -> bool:
+    from tests.test_bad_input import _sendable as ok
+
+    return ok(topic)
+
+
+def test_fuzzed_mqtt5_messages_with_user_properties_leave_the_daemon_serving(live):
+    """Hypothesis draws topics, payloads (deep nesting, huge numbers, surrogates among them) and MQTT 5
+    user properties, sent through mosquitto to the real daemon; after each batch a sentinel is stored."""
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+
+    from tests.test_fuzz import payloads, topics, user_properties
+
+    broker, proc, db, _, _ = live
+
+    @settings(max_examples=10, deadline=None, suppress_health_check=list(HealthCheck))
+    @given(batch=st.lists(st.tuples(st.one_of(topics, st.sampled_from([C, A, F, Q])), payloads, user_properties),
+                          min_size=1, max_size=12))
+    def check(batch):
+        sentinel = f"fuzz-sentinel-{time.monotonic_ns()}"
+        items = [(t, p, u or None) for t, p, u in batch if _sendable(t)]
+        asyncio.run(send(broker.port, items + [(C, cap(id=sentinel, ts=TS + 4000), None)], []))
+        assert wait_until(lambda: stored(db, sentinel), 30)
+        assert proc.poll() is None
+
+    check()
+    texts = query(db, "SELECT text, COALESCE(speaker, '') FROM observations")
+    assert all("\n" not in t and "\n" not in s and t.strip() for t, s in texts)
