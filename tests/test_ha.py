@@ -15,7 +15,7 @@ import aiomqtt
 import pytest
 
 from tests.mqtt_util import Mosquitto, free_port, start_daemon, wait_ready, wait_until
-from tests.web_util import web_env
+from tests.web_util import seeded_copy, web_env
 
 pytestmark = pytest.mark.slow
 jinja2 = pytest.importorskip("jinja2", reason="jinja2 renders HA's templates here (pip install jinja2; a test extra)")
@@ -66,10 +66,9 @@ def wait_configs(port: int, n: int, timeout: float = 60) -> dict[str, bytes]:
     return asyncio.run(go())
 
 
-def test_discovery_configs_asking_and_removal(tmp_path, slice_db):
+def test_discovery_configs_asking_and_removal(tmp_path, slice_db, clock):
     broker = Mosquitto(tmp_path)
-    db = tmp_path / "ha.sqlite"
-    db.write_bytes(slice_db.read_bytes())
+    db = seeded_copy(slice_db, tmp_path, clock)  # its windows consolidated: no model time spent on them
     env = web_env(broker.port, free_port(), CHORUS__WEB__ENABLED="false", CHORUS__HA__DISCOVERY="true",
                   CHORUS__ANSWER__ANSWER_TOKENS="48")
     log = tmp_path / "d1.log"
@@ -118,7 +117,7 @@ def test_discovery_configs_asking_and_removal(tmp_path, slice_db):
     finally:
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(60) == 0
-    assert (tmp_path / "ha.sqlite.ha-discovery").exists()
+    assert (tmp_path / "memory.sqlite.ha-discovery").exists()
 
     log2 = tmp_path / "d2.log"
     proc = start_daemon(db, env | {"CHORUS__HA__DISCOVERY": "false"}, log2)
@@ -130,7 +129,7 @@ def test_discovery_configs_asking_and_removal(tmp_path, slice_db):
                 f"{R}/ha/state" not in asyncio.run(retained(broker.port, f"{R}/ha/#"))
 
         assert wait_until(gone, 30), asyncio.run(retained(broker.port, "homeassistant/#"))
-        assert not (tmp_path / "ha.sqlite.ha-discovery").exists()
+        assert not (tmp_path / "memory.sqlite.ha-discovery").exists()
         assert "Home Assistant discovery off: 7 entities removed" in log2.read_text()
     finally:
         proc.send_signal(signal.SIGTERM)
