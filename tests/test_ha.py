@@ -66,8 +66,14 @@ def wait_configs(port: int, n: int, timeout: float = 60) -> dict[str, bytes]:
     return asyncio.run(go())
 
 
-def test_discovery_configs_asking_and_removal(tmp_path, slice_db, clock):
-    broker = Mosquitto(tmp_path)
+@pytest.fixture
+def broker(tmp_path):
+    b = Mosquitto(tmp_path)
+    yield b
+    b.stop()
+
+
+def test_discovery_configs_asking_and_removal(tmp_path, slice_db, clock, broker):
     db = seeded_copy(slice_db, tmp_path, clock)  # its windows consolidated: no model time spent on them
     env = web_env(broker.port, free_port(), CHORUS__WEB__ENABLED="false", CHORUS__HA__DISCOVERY="true",
                   CHORUS__ANSWER__ANSWER_TOKENS="48")
@@ -134,4 +140,3 @@ def test_discovery_configs_asking_and_removal(tmp_path, slice_db, clock):
     finally:
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(60) == 0
-        broker.stop()
