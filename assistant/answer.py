@@ -9,6 +9,7 @@ retrieval is the hybrid one (`assistant.hybrid`); without, EgoMAS's BM25 alone.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 from assistant.agentwise import MemorySearch
@@ -99,11 +100,14 @@ class Answerer:
         )
 
     # -- answering ----------------------------------------------------------------------
-    def answer(self, q: Query) -> Answer:
+    def answer(self, q: Query, shown: Callable[[list[Unit], list[Event]], None] | None = None) -> Answer:
+        """`shown(units, events)`: told what the model is given, before it reads (a page shows it)."""
         g = self.gather(q)
         count = self.llm.count if self.llm else estimate_tokens
         events_text = self.events_text(g.events)
         units, excerpts = self.fit(g.units, q, self.settings.context_tokens - count(events_text), count)
+        if shown is not None:
+            shown(units, g.events)
         context = (f"Shared memory:\n{events_text}\n\n" if events_text else "") + f"Excerpts:\n{excerpts}"
         context_tokens = count(context)
         t0 = time.perf_counter()

@@ -13,7 +13,8 @@ import time
 from functools import partial
 from pathlib import Path
 
-from daemon import wiring
+from daemon import outlook, wiring
+from daemon.asking import Asking
 from daemon.broker import EmbeddedBroker, listening
 from daemon.guard import Gate, ReportThrottle
 from daemon.ingestor import Ingestor
@@ -21,6 +22,7 @@ from daemon.notify import notify, watchdog_period_s
 from daemon.poison import PoisonJournal
 from daemon.questions import QuestionDesk
 from daemon.settings import Settings
+from daemon.watch import Watch
 from memory.records import WINDOW_MS
 from streams.errors import StreamError
 from streams.link import Inbound, Link
@@ -46,6 +48,7 @@ class Daemon:
                          total_burst=d.rate_total_burst, max_agents=d.max_agents)
         self.throttle = ReportThrottle(max_keys=d.max_agents)
         self.journal: PoisonJournal | None = None  # opened by run(): it reads and writes files beside the db
+        self.watch = Watch()  # agents' statuses and the latest errors, for the web page and Home Assistant
 
     # -- start-up -------------------------------------------------------------------------
     async def _broker_host(self) -> tuple[str, int]:
@@ -70,6 +73,7 @@ class Daemon:
             message += f" ({held} more like this held back)"
         logger.warning("%s: %s (%s)", code, message, {k: v for k, v in where.items() if v})
         self.counts["errors_sent"] += 1
+        self.watch.error(code, message, where)
         self.link.publish(self.link.topics.errors, error_payload(code, message, **where), qos=0)
 
     def route(self, m: Inbound) -> bool:
@@ -104,6 +108,8 @@ class Daemon:
             self.hearing.offer(agent, m)
         elif kind == "frame" and self.seeing:
             self.seeing.offer(agent, m)
+        elif kind == "status":
+            self.watch.agent(agent, m.payload)
         elif kind in ("audio", "frame"):
             self.report("unsupported", f"{kind} streams are turned off in the settings", topic=m.topic,
                         agent=agent)
@@ -147,7 +153,8 @@ class Daemon:
 
             self.seeing = Seeing(wiring.frame_store(s, wiring.open_store(s, self.db)), s.frames, s.vision,
                                  report=self.report, embedder=embedder, captioner=captioner, journal=self.journal)
-        self.desk = QuestionDesk(answerer, self.clock, self.link.topics, self.link.publish,
+        asking = Asking(answerer, self.clock, asker=s.retrieval.asker, budget=s.retrieval.budget)
+        self.desk = QuestionDesk(asking, self.clock, self.link.topics, self.link.publish,
                                  queue_size=s.daemon.query_queue, asker=s.retrieval.asker,
                                  budget=s.retrieval.budget, report=self.report, journal=self.journal)
         self._closed_until = 0
@@ -174,6 +181,8 @@ class Daemon:
                 tg.create_task(self._indexer(retrievers), name="indexer")
                 tg.create_task(self._ready_and_watchdog(llm.name), name="watchdog")
                 tg.create_task(self._forget_idle(), name="forget-idle")
+                for name, job in outlook.jobs(self, asking):  # the web page, Home Assistant discovery
+                    tg.create_task(job, name=name)
                 await stop.wait()
                 loop.call_later(5, _dump_tasks)
                 raise _Stop
@@ -284,24 +293,30 @@ class Daemon:
             if gone:
                 logger.info("forgot the state of %d idle agent(s)", len(gone))
 
+    def info(self) -> dict:
+        """The retained `status/info` message (also `GET /api/status`)."""
+        return {"version": VERSION, "db": str(self.db), "started": self.started, "pid": os.getpid(),
+                "model": self.consolidator.llm.name if self.consolidator.llm else None,
+                "house": {"day1": str(self.settings.house.day1), "timezone": self.settings.house.timezone}}
+
+    def stats(self) -> dict:
+        """The `stats` message (also `GET /api/stats`)."""
+        lat = sorted(self.desk.latency_ms)
+        return {"captions": self.ingestor.counts, "questions": self.desk.counts, "consolidation": self.counts,
+                "queues": {"captions": self.ingestor.queue.qsize(), "questions": self.desk.queue.qsize(),
+                           "outbox": self.link.outbox.qsize()},
+                "link": {"connects": self.link.connects, "dropped": self.link.dropped},
+                "speech": self.hearing.stats() if self.hearing else None,
+                "frames": self.seeing.stats() if self.seeing else None,
+                "gate": self.gate.counts,
+                "answer_ms_p50": lat[len(lat) // 2] if lat else None,
+                "watermarks": {a: self.clock.iso(w) for a, w in self.ingestor.watermarks.items()}}
+
     async def _stats(self) -> None:
         while True:
             await self.link.connected.wait()
-            info = {"version": VERSION, "db": str(self.db), "started": self.started, "pid": os.getpid(),
-                    "model": self.consolidator.llm.name if self.consolidator.llm else None,
-                    "house": {"day1": str(self.settings.house.day1), "timezone": self.settings.house.timezone}}
-            self.link.publish(self.link.topics.status_info, json.dumps(info).encode(), qos=1, retain=True)
-            lat = sorted(self.desk.latency_ms)
-            stats = {"captions": self.ingestor.counts, "questions": self.desk.counts, "consolidation": self.counts,
-                     "queues": {"captions": self.ingestor.queue.qsize(), "questions": self.desk.queue.qsize(),
-                                "outbox": self.link.outbox.qsize()},
-                     "link": {"connects": self.link.connects, "dropped": self.link.dropped},
-                     "speech": self.hearing.stats() if self.hearing else None,
-                     "frames": self.seeing.stats() if self.seeing else None,
-                     "gate": self.gate.counts,
-                     "answer_ms_p50": lat[len(lat) // 2] if lat else None,
-                     "watermarks": {a: self.clock.iso(w) for a, w in self.ingestor.watermarks.items()}}
-            self.link.publish(self.link.topics.stats, json.dumps(stats).encode(), qos=0)
+            self.link.publish(self.link.topics.status_info, json.dumps(self.info()).encode(), qos=1, retain=True)
+            self.link.publish(self.link.topics.stats, json.dumps(self.stats()).encode(), qos=0)
             await asyncio.sleep(self.settings.daemon.stats_every_s)
 
     async def _ready_and_watchdog(self, model: str) -> None:

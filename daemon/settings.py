@@ -27,6 +27,8 @@ from pydantic_settings import (
 )
 
 from assistant.config import AnswerSettings, ConsolidationSettings, SearchSettings
+from daemon.ha import HaSettings
+from daemon.web.config import WebSettings
 from memory.frames import FrameSettings
 from models.config import LlmSettings, SpeechSettings, VisionSettings
 
@@ -160,6 +162,8 @@ class Settings(BaseSettings):
     speech: SpeechSettings = Field(default_factory=SpeechSettings, description="Speech to transcripts.")
     frames: FrameSettings = Field(default_factory=FrameSettings, description="Camera frames on disk.")
     vision: VisionSettings = Field(default_factory=VisionSettings, description="Optional vision models.")
+    web: WebSettings = Field(default_factory=WebSettings, description="The web page and HTTP API.")
+    ha: HaSettings = Field(default_factory=HaSettings, description="Home Assistant MQTT discovery.")
 
     @classmethod
     def settings_customise_sources(
