@@ -83,6 +83,8 @@ class Ingestor:
             return self._parse(agent, payload, topic)
         except StreamError as e:
             self._reject(e.code, str(e), topic, agent, e.id)
+        except ValueError as e:  # a value the checks above let through but a model refuses
+            self._reject("bad_input", str(e), topic, agent, None)
         except Exception as e:  # whatever else a payload provokes, the daemon keeps serving
             logger.exception("caption on %s", topic)
             self._reject("internal", f"{type(e).__name__}: {e}", topic, agent, None)
