@@ -177,6 +177,8 @@ class LocalLLM:
         room = self.n_ctx - self.prompt_tokens(messages)
         if room < 16:
             raise ModelError(f"prompt of ~{self.n_ctx - room} tokens leaves no room in n_ctx={self.n_ctx}")
+        if self.closing.is_set():  # the process is stopping: no new prompt to evaluate
+            raise ModelPreempted("the process is stopping")
         self.gate.acquire(priority)
         t0 = time.perf_counter()
         parts: list[str] = []
