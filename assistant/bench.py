@@ -96,7 +96,7 @@ def run_answers(
             row = {k: hit(units, item.targets, w) for k, w in WINDOWS.items()}
             row.update(
                 type=item.type, id=item.id, units=len(units), tokens=a.context_tokens,
-                accuracy=a.choice == item.answer, error=a.status != "ok",
+                accuracy=a.choice == item.answer, error=a.status != "ok", degenerate=a.mode == "extractive",
                 prompt_tokens=a.usage.prompt_tokens, completion_tokens=a.usage.completion_tokens,
                 latency_ms=sum(a.timings_ms.values()),
                 **{f"{s}_ms": a.timings_ms.get(s, 0.0) for s in STAGES},
@@ -106,7 +106,9 @@ def run_answers(
     for name, rs in rows.items():
         entry = summarize(rs)
         entry["accuracy"] = round(100 * float(np.mean([r["accuracy"] for r in rs])), 1)
+        entry["accuracy_ci95"] = wilson(sum(r["accuracy"] for r in rs), len(rs))
         entry["errors"] = int(sum(r["error"] for r in rs))
+        entry["degenerate"] = int(sum(r["degenerate"] for r in rs))
         for k in ("prompt_tokens", "completion_tokens"):
             entry[k] = round(float(np.mean([r[k] for r in rs])), 1)
         entry["stage_ms_p50"] = {s: round(float(np.percentile([r[f"{s}_ms"] for r in rs], 50)), 1) for s in STAGES}
@@ -121,11 +123,21 @@ def run_answers(
     return report
 
 
+def wilson(k: int, n: int, z: float = 1.96) -> list[float]:
+    """The 95% Wilson interval of k successes in n, in percent."""
+    if n == 0:
+        return [0.0, 100.0]
+    p = k / n
+    mid = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * np.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return [round(100 * max(0.0, mid - half), 1), round(100 * min(1.0, mid + half), 1)]
+
+
 def answer_table(report: dict) -> str:
-    cols = ["accuracy", "hit@0", "hit@30s", "hit@5min", "units", "tokens", "latency_ms_p50"]
+    cols = ["accuracy", "accuracy_ci95", "degenerate", "hit@0", "hit@30s", "hit@5min", "units", "tokens", "latency_ms_p50"]
     lines = [f"{report['questions']} questions, model {report.get('model')}",
              f"{'cell':28}" + "".join(f"{c:>15}" for c in cols) + "   stage p50 ms"]
     for name, r in report["cells"].items():
         stages = " ".join(f"{k}={v}" for k, v in r["stage_ms_p50"].items())
-        lines.append(f"{name:28}" + "".join(f"{r[c]:>15}" for c in cols) + f"   {stages}")
+        lines.append(f"{name:28}" + "".join(f"{r[c]!s:>15}" for c in cols) + f"   {stages}")
     return "\n".join(lines)

@@ -180,11 +180,11 @@ def cmd_bench(args) -> int:
     from assistant.retrievers import NAMES
 
     names = [n.strip() for n in args.retrievers.split(",") if n.strip()]
-    unknown = [n for n in names if n not in NAMES]
+    unknown = [n for n in names if n not in (*NAMES, *PLANNED)]
     if unknown:
-        raise UserError(f"unknown retriever(s) {unknown}; known: {', '.join(NAMES)}")
+        raise UserError(f"unknown retriever(s) {unknown}; known: {', '.join((*NAMES, *PLANNED))}")
     pool = retrievers_for(store, clock, settings)
-    retrievers = {n: pool.make(n) for n in names}
+    retrievers = {n: planned(n, store, clock, settings, pool) if n in PLANNED else pool.make(n) for n in names}
     report = bench.run(items, retrievers, clock, asker="A1_JAKE",
                        budget=args.budget or settings.retrieval.budget,
                        context_tokens=settings.answer.context_tokens,
@@ -291,6 +291,26 @@ def cmd_consolidate(args) -> int:
     return 1 if any(r.status == "error" for r in results) and not written else 0
 
 
+# what the answerer is handed, measured as a retriever: the rule planner's per-agent units alone
+# (EgoMAS) and merged with the flat hybrid search (no model is needed for either)
+PLANNED = ("planned", "planned+flat")
+
+
+def planned(name, store, clock, settings, pool):
+    from assistant.answer import Answerer
+    from assistant.query import Retrieved
+
+    s = settings.answer.model_copy(update={"merge_flat": name == "planned+flat", "shared_top_n": 0})
+    answerer = Answerer(store, clock, s, None, planner="rule", retrievers=pool)
+
+    class Planned:
+        def retrieve(self, q):
+            g = answerer.gather(q)
+            return Retrieved(g.units, {"retrieval": sum(g.timings_ms.values())})
+
+    return Planned()
+
+
 CELLS = {"full": (True, True), "no-shared": (False, True), "no-dynamic": (True, False), "neither": (False, False)}
 
 
@@ -334,6 +354,8 @@ def cmd_ask(args) -> int:
                  retrievers=retrievers_for(store, clock, settings)).answer(q)
     data = answer_json(a, clock, as_of)
     lines = [f"{a.answer or '(no answer)'}" + (f"   [error: {a.error}]" if a.error else "")]
+    if a.guard:
+        lines.append(f"({a.mode}: {a.guard})")
     lines.append("\nevidence" + ("" if a.cited else " (not cited by the model: best retrieved)") + ":")
     for u in a.evidence:
         first = u.text.split("\n")[0][:100]

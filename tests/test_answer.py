@@ -73,7 +73,7 @@ def test_answer_cites_units_and_respects_switches(crowd, clock):
                               model="m", prompt_version="v", input_hash="h", rev=0)
     llm = FakeLLM([{"requests": [{"person": "Alice", "query": "drill red box"}]},
                    {"evidence": [1, 7, 1], "choice": "B"}])
-    settings = AnswerSettings(score_threshold=0.0)
+    settings = AnswerSettings(score_threshold=0.0, merge_flat=False)  # EgoMAS's units alone
     a = Answerer(crowd, clock, settings, llm).answer(
         Query("Where is the drill?", T + 7_200_000, ("garden", "red box"), asker="A1_JAKE"))
     assert a.status == "ok" and a.choice == "B" and a.answer == "B. red box"
@@ -112,4 +112,5 @@ def test_empty_memory_still_answers(store, clock):
     llm = FakeLLM([{"evidence": [], "answer": "I have no memory of that yet."}])
     a = Answerer(store, clock, AnswerSettings(), llm).answer(Query("Where is the charger?", T))
     assert a.status == "ok" and a.gathered.requests == [] and a.gathered.units == []
-    assert a.answer == "I have no memory of that yet." and a.choice is None
+    assert a.answer == "I don't find this in the memory." and a.choice is None and a.mode == "not_found"
+    assert not llm.calls  # nothing to read: the model is not asked
