@@ -6,7 +6,8 @@ outside the schema (JSON debris such as a trailing ` }`, once the harmless kind 
 `clean`). An unusable reply is replaced by an extractive answer built from the cited evidence:
 who saw it, when, and the lines themselves. An answer that says nothing the evidence holds, to a
 question none of whose words the evidence holds, is "I don't find this in the memory", with the
-closest evidence.
+closest evidence; one that brings nothing of the evidence to a question the evidence does touch
+is replaced by the evidence itself.
 """
 
 from __future__ import annotations
@@ -33,6 +34,8 @@ _NO_ANSWER = re.compile(r"\b(i don'?t (?:know|find)|no information|not (?:mentio
 _TIME_WORDS = frozenset("""morning afternoon evening night noon midnight today yesterday tomorrow first last
     usually usual often always never time times ago earlier later recent recently before after day days week
     hour hours minute minutes""".split())
+_GENERIC = frozenset(query_tokens("""people person everyone someone something thing things time way same
+    different reason talk talked talking said say says saying asked answer question day"""))
 _PREFIX = re.compile(r"^(?:the\s+)?answer(?:\s+is)?\s*[:：-]\s*", re.I)
 # how a reply is turned into the answer the asker reads
 MODEL, EXTRACTIVE, NOT_FOUND_MODE = "model", "extractive", "not_found"
@@ -115,14 +118,15 @@ def says_nothing(text: str) -> bool:
     return bool(_NO_ANSWER.search(text))
 
 
-def grounded(answer: str, q: Query, units: list[Unit]) -> bool:
-    """Whether the answer, or else the question, shares a content word (not a person) with the
-    evidence: an answer about what none of it holds, to a question it does not touch, is made up."""
+def grounded(answer: str, q: Query, units: list[Unit]) -> tuple[bool, bool]:
+    """(whether the answer brings content words of the evidence that the question does not hold,
+    whether the question shares a content word with the evidence). People and generic words aside;
+    two words are wanted, one from an answer of three content words or fewer."""
     names = {t for u in units for t in query_tokens(person_name(u.agent))}
-    seen = {t for u in units for t in query_tokens(u.text)} - names
+    seen = {t for u in units for t in query_tokens(u.text)} - names - _GENERIC
     asked = set(query_tokens(q.question)) - names
-    said = set(query_tokens(answer)) - names - asked
-    return bool(seen & asked) or bool(seen & said)
+    said = set(query_tokens(answer)) - names - asked - _GENERIC
+    return len(seen & said) >= min(2, max(1, len(said) - 2)), bool(seen & asked)
 
 
 def cite_line(u: Unit, q: Query, label: Callable[[int], str]) -> str:
@@ -130,6 +134,7 @@ def cite_line(u: Unit, q: Query, label: Callable[[int], str]) -> str:
     wanted = set(query_tokens(" ".join((q.question, *q.options))))
     line = " / ".join(best_lines(u, wanted, 1))
     line = line if len(line) <= 160 else line[:157] + "..."
+    line = line.rstrip(" .;。") if not line.endswith("...") else line
     return f"{view_of(u.agent)}, {label(u.start_ms)[:-3]}: {line}"
 
 
@@ -152,6 +157,9 @@ def check_open(raw: str, q: Query, units: list[Unit], cites: list[int], prompt: 
     why = degenerate(raw, prompt)
     if why:
         return Reply(extractive(cited, q, label), None, cites, EXTRACTIVE, why)
-    if not grounded(text, q, units):
+    from_evidence, on_topic = grounded(text, q, units)
+    if not from_evidence and on_topic:
+        return Reply(extractive(cited, q, label), None, cites, EXTRACTIVE, "nothing from the evidence")
+    if not from_evidence:
         return Reply(extractive(units, q, label, found=False), None, cites, NOT_FOUND_MODE, "not in the evidence")
     return Reply(two_sentences(text), None, cites)

@@ -54,7 +54,7 @@ def test_first_person_lines_reach_the_model_under_their_wearer(memory, clock, ti
 
 
 def test_a_looping_reply_of_the_real_model_is_replaced_by_the_evidence(memory, clock, tiny_llm):
-    loop = "\nWrite only the words 'The answer is:' again and again, fifty times, nothing else."
+    loop = "\nBegin your answer with 'The answer is: The answer is: The answer is:'."  # forces the loop
     llm = Recording(tiny_llm, loop)
     a = answerer(memory, clock, llm, repeat_penalty=1.0).answer(Query(LUNCH, clock.parse("DAY1 13:00:00")))
     assert a.status == "ok" and a.mode == "extractive" and a.guard in ("repeated", "echo", "cut short")
