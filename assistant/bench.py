@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable
 
 import numpy as np
 
+from assistant.answer import Answerer
+from assistant.config import AnswerSettings
 from assistant.context import fit_units
 from assistant.egolifeqa import QAItem
-from assistant.query import Query
+from assistant.query import Query, Retrieved
 from memory.clock import HouseClock
 from memory.records import Unit
 from memory.tokenize import estimate_tokens
@@ -80,16 +82,30 @@ def table(report: dict) -> str:
 
 
 STAGES = ("shared", "planning", "retrieval", "answering")
+# what the answerer is handed, measured as a retriever: the rule planner's per-agent units alone
+# (EgoMAS) and merged with the flat hybrid search (no model is needed for either)
+PLANNED = ("planned", "planned+flat")
+
+
+class Planned:
+    def __init__(self, name: str, store, clock: HouseClock, settings: AnswerSettings, retrievers):
+        s = settings.model_copy(update={"merge_flat": name == "planned+flat", "shared_top_n": 0})
+        self.answerer = Answerer(store, clock, s, None, planner="rule", retrievers=retrievers)
+
+    def retrieve(self, q: Query) -> Retrieved:
+        g = self.answerer.gather(q)
+        return Retrieved(g.units, {"retrieval": sum(g.timings_ms.values())})
 
 
 def run_answers(
     items: list[QAItem], cells: dict, clock: HouseClock, *, asker: str,
-    progress: Callable[[Iterable], Iterable] = iter,
+    progress: Callable[[Iterable], Iterable] = iter, open_mode: bool = False,
 ) -> dict:
-    """Every item answered by every cell (an `Answerer` with its switches): accuracy, Hit@W, cost."""
+    """Every item answered by every cell (an `Answerer` with its switches): accuracy, Hit@W, cost.
+    In `open_mode` the options are not given; how each answer was made is counted."""
     rows: dict[str, list[dict]] = defaultdict(list)
     for item in progress(items):
-        q = Query(item.question, item.query_ms, item.options, asker=asker)
+        q = Query(item.question, item.query_ms, () if open_mode else item.options, asker=asker)
         for name, answerer in cells.items():
             a = answerer.answer(q)
             units = a.gathered.units
@@ -97,6 +113,7 @@ def run_answers(
             row.update(
                 type=item.type, id=item.id, units=len(units), tokens=a.context_tokens,
                 accuracy=a.choice == item.answer, error=a.status != "ok", degenerate=a.mode == "extractive",
+                mode=a.mode, guard=a.guard, answer=a.answer,
                 prompt_tokens=a.usage.prompt_tokens, completion_tokens=a.usage.completion_tokens,
                 latency_ms=sum(a.timings_ms.values()),
                 **{f"{s}_ms": a.timings_ms.get(s, 0.0) for s in STAGES},
@@ -109,6 +126,8 @@ def run_answers(
         entry["accuracy_ci95"] = wilson(sum(r["accuracy"] for r in rs), len(rs))
         entry["errors"] = int(sum(r["error"] for r in rs))
         entry["degenerate"] = int(sum(r["degenerate"] for r in rs))
+        entry["modes"] = dict(Counter(r["mode"] for r in rs))
+        entry["answers"] = [{"id": r["id"], "mode": r["mode"], "guard": r["guard"], "answer": r["answer"]} for r in rs]
         for k in ("prompt_tokens", "completion_tokens"):
             entry[k] = round(float(np.mean([r[k] for r in rs])), 1)
         entry["stage_ms_p50"] = {s: round(float(np.percentile([r[f"{s}_ms"] for r in rs], 50)), 1) for s in STAGES}

@@ -180,11 +180,12 @@ def cmd_bench(args) -> int:
     from assistant.retrievers import NAMES
 
     names = [n.strip() for n in args.retrievers.split(",") if n.strip()]
-    unknown = [n for n in names if n not in (*NAMES, *PLANNED)]
+    unknown = [n for n in names if n not in (*NAMES, *bench.PLANNED)]
     if unknown:
-        raise UserError(f"unknown retriever(s) {unknown}; known: {', '.join((*NAMES, *PLANNED))}")
+        raise UserError(f"unknown retriever(s) {unknown}; known: {', '.join((*NAMES, *bench.PLANNED))}")
     pool = retrievers_for(store, clock, settings)
-    retrievers = {n: planned(n, store, clock, settings, pool) if n in PLANNED else pool.make(n) for n in names}
+    retrievers = {n: bench.Planned(n, store, clock, settings.answer, pool) if n in bench.PLANNED else pool.make(n)
+                  for n in names}
     report = bench.run(items, retrievers, clock, asker="A1_JAKE",
                        budget=args.budget or settings.retrieval.budget,
                        context_tokens=settings.answer.context_tokens,
@@ -291,26 +292,6 @@ def cmd_consolidate(args) -> int:
     return 1 if any(r.status == "error" for r in results) and not written else 0
 
 
-# what the answerer is handed, measured as a retriever: the rule planner's per-agent units alone
-# (EgoMAS) and merged with the flat hybrid search (no model is needed for either)
-PLANNED = ("planned", "planned+flat")
-
-
-def planned(name, store, clock, settings, pool):
-    from assistant.answer import Answerer
-    from assistant.query import Retrieved
-
-    s = settings.answer.model_copy(update={"merge_flat": name == "planned+flat", "shared_top_n": 0})
-    answerer = Answerer(store, clock, s, None, planner="rule", retrievers=pool)
-
-    class Planned:
-        def retrieve(self, q):
-            g = answerer.gather(q)
-            return Retrieved(g.units, {"retrieval": sum(g.timings_ms.values())})
-
-    return Planned()
-
-
 CELLS = {"full": (True, True), "no-shared": (False, True), "no-dynamic": (True, False), "neither": (False, False)}
 
 
@@ -330,7 +311,8 @@ def bench_answers(args, settings, clock, store, items) -> int:
                     planner=args.planner, retrievers=shared)
         for n in names
     }
-    report = bench.run_answers(items, cells, clock, asker="A1_JAKE", progress=progress("bench", unit="question"))
+    report = bench.run_answers(items, cells, clock, asker="A1_JAKE", progress=progress("bench", unit="question"),
+                               open_mode=args.open)
     report["model"] = llm.name
     report["events_in_memory"] = store.counts()["events"]
     out(args, report, bench.answer_table(report))
