@@ -99,7 +99,7 @@ def test_unseen_things_are_words_the_memory_never_held():
     assert unseen(Query("Where did Jake hide the purple giraffe?", T), known, {"jake"}) == ["purple", "giraffe"]
     assert unseen(Query("What were we talking about at lunch on DAY1?", T), known, set()) == []
     assert unseen(Query("Where is the giraffe?", T), known, set()) == []  # nothing known: another language
-    assert unseen(Query("Who helped Alice take off the bracelet?", T), {"help", "take"}.__contains__, {"alice"}) == []
+    assert unseen(Query("Who helped Alice take off the bracelet?", T), {"help", "take"}.__contains__, {"alic"}) == []  # stemmed names
 
 
 def test_plan_sub_queries_carry_the_question_and_boilerplate_falls_back():
