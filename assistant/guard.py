@@ -17,7 +17,7 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from assistant.context import best_lines, view_of
+from assistant.context import best_lines, is_cjk, unit_lines, view_of
 from assistant.query import Query, person_name
 from memory.records import Unit
 from memory.tokenize import query_tokens
@@ -124,12 +124,15 @@ def says_nothing(text: str) -> bool:
 def grounded(answer: str, q: Query, units: list[Unit]) -> tuple[bool, bool]:
     """(whether the answer brings content words of the evidence that the question does not hold,
     whether the question shares a content word with the evidence). People and generic words aside;
-    two words are wanted, one from an answer of three content words or fewer."""
+    two words are wanted, one from an answer of three content words or fewer. Evidence mostly in
+    Chinese cannot judge an English answer: it is taken as brought from the evidence."""
     names = {t for u in units for t in query_tokens(person_name(u.agent))}
     seen = {t for u in units for t in query_tokens(u.text)} - names - _GENERIC
     asked = set(query_tokens(q.question)) - names
     said = set(query_tokens(answer)) - names - asked - _GENERIC
-    return len(seen & said) >= min(2, max(1, len(said) - 2)), bool(seen & asked)
+    lines = [line for u in units for line in unit_lines(u)]
+    foreign = sum(map(is_cjk, lines)) * 2 >= len(lines) > 0 and not is_cjk(answer)
+    return foreign or len(seen & said) >= min(2, max(1, len(said) - 2)), bool(seen & asked)
 
 
 def cite_line(u: Unit, q: Query, label: Callable[[int], str]) -> str:

@@ -90,7 +90,9 @@ def test_an_answer_is_grounded_by_what_it_brings_from_the_evidence():
     assert grounded("They will order pizza.", Query("What is for dinner?", T), units) == (True, True)
     assert grounded("We talked about dinner at the same time.", Query("What about dinner?", T), units) == (False, True)
     assert grounded("Jake rode a giraffe to the zoo.", Query("Where is the giraffe?", T), units) == (False, False)
-    # four words of its own: two must come from the evidence
+    chinese = [unit("A2_ALICE", T, "我依旧在拧螺丝\n螺丝拧了好久")]
+    assert grounded("Alice was tightening screws.", Query("What was Alice doing?", T), chinese)[0]
+        # four words of its own: two must come from the evidence
     assert grounded("Katrina wanted a purple giraffe costume.", Query("What?", T), units)[0] is False
 
 
