@@ -58,6 +58,7 @@ class Answer:
     frames: list = field(default_factory=list)  # (Frame, why, distance) shown with the answer
     mode: str = MODEL  # model | extractive (the reply was unusable) | not_found
     guard: str | None = None  # why the model's reply was not shown as it was
+    reply: str | None = None  # the model's own words when they were not shown
 
 
 class Answerer:
@@ -128,7 +129,7 @@ class Answerer:
         timings = dict(g.timings_ms, answering=(time.perf_counter() - t0) * 1000)
         evidence = [units[i - 1] for i in r.cites] or units[:3]
         return Answer(q.question, r.text, r.choice, evidence, bool(r.cites), replace(g, units=units), count(context),
-                      timings, usage, r.status, r.error, self.frames.find(q, evidence), r.mode, r.guard)
+                      timings, usage, r.status, r.error, self.frames.find(q, evidence), r.mode, r.guard, r.raw)
 
     def respond(self, q: Query, units: list[Unit], context: str, choices: tuple[str, ...], usage: Usage) -> Reply:
         """The model's reply under the schema, checked: an open answer that degenerates is replaced
@@ -199,7 +200,7 @@ def answer_json(a: Answer, clock: HouseClock, as_of_ms: int) -> dict:
         "choice": a.choice, "cited": a.cited, "error": a.error or None,
         # model: the model's words; extractive: its reply was unusable (`guard` says why) and the
         # answer is the evidence itself; not_found: the memory does not hold it
-        "mode": a.mode, "guard": a.guard,
+        "mode": a.mode, "guard": a.guard, "model_reply": a.reply,
         # what the model cited first, then the rest of what it was shown, so nothing is hidden
         "evidence": [unit_json(u, clock, a.cited) for u in a.evidence]
         + [unit_json(u, clock, False) for u in g.units if u not in a.evidence],

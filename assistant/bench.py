@@ -113,7 +113,7 @@ def run_answers(
             row.update(
                 type=item.type, id=item.id, units=len(units), tokens=a.context_tokens,
                 accuracy=a.choice == item.answer, error=a.status != "ok", degenerate=a.mode == "extractive",
-                mode=a.mode, guard=a.guard, answer=a.answer,
+                mode=a.mode, guard=a.guard, answer=a.answer, reply=a.reply,
                 prompt_tokens=a.usage.prompt_tokens, completion_tokens=a.usage.completion_tokens,
                 latency_ms=sum(a.timings_ms.values()),
                 **{f"{s}_ms": a.timings_ms.get(s, 0.0) for s in STAGES},
@@ -127,7 +127,8 @@ def run_answers(
         entry["errors"] = int(sum(r["error"] for r in rs))
         entry["degenerate"] = int(sum(r["degenerate"] for r in rs))
         entry["modes"] = dict(Counter(r["mode"] for r in rs))
-        entry["answers"] = [{"id": r["id"], "mode": r["mode"], "guard": r["guard"], "answer": r["answer"]} for r in rs]
+        entry["answers"] = [{"id": r["id"], "mode": r["mode"], "guard": r["guard"], "answer": r["answer"],
+                             "model_reply": r["reply"]} for r in rs]
         for k in ("prompt_tokens", "completion_tokens"):
             entry[k] = round(float(np.mean([r[k] for r in rs])), 1)
         entry["stage_ms_p50"] = {s: round(float(np.percentile([r[f"{s}_ms"] for r in rs], 50)), 1) for s in STAGES}

@@ -36,6 +36,7 @@ _TIME_WORDS = frozenset("""morning afternoon evening night noon midnight today y
     hour hours minute minutes""".split())
 _GENERIC = frozenset(query_tokens("""people person everyone someone something thing things time way same
     different reason talk talked talking said say says saying asked answer question day"""))
+_WHO = re.compile(r"\bwho(?:m|se)?\b", re.I)
 _PREFIX = re.compile(r"^(?:the\s+)?answer(?:\s+is)?\s*[:：-]\s*", re.I)
 # how a reply is turned into the answer the asker reads
 MODEL, EXTRACTIVE, NOT_FOUND_MODE = "model", "extractive", "not_found"
@@ -52,6 +53,7 @@ class Reply:
     guard: str | None = None
     status: str = "ok"
     error: str = ""
+    raw: str | None = None  # the model's own words when they were not shown
 
 
 def tokens(text: str) -> list[str]:
@@ -123,11 +125,15 @@ def says_nothing(text: str) -> bool:
 
 def grounded(answer: str, q: Query, units: list[Unit]) -> tuple[bool, bool]:
     """(whether the answer brings content words of the evidence that the question does not hold,
-    whether the question shares a content word with the evidence). People and generic words aside;
+    whether the question shares a content word with the evidence). People (but for a "who"
+    question) and generic words aside;
     two words are wanted, one from an answer of three content words or fewer. Evidence mostly in
     Chinese cannot judge an English answer: it is taken as brought from the evidence."""
     names = {t for u in units for t in query_tokens(person_name(u.agent))}
-    seen = {t for u in units for t in query_tokens(u.text)} - names - _GENERIC
+    seen = {t for u in units for t in query_tokens(u.text)} - _GENERIC
+    if _WHO.search(q.question):  # the answer to "who" is a person: the wearers count too
+        seen, names = seen | names, set()
+    seen -= names
     asked = set(query_tokens(q.question)) - names
     said = set(query_tokens(answer)) - names - asked - _GENERIC
     lines = [line for u in units for line in unit_lines(u)]
@@ -159,13 +165,14 @@ def check_open(raw: str, q: Query, units: list[Unit], cites: list[int], prompt: 
     text = clean(raw)
     cited = [units[i - 1] for i in cites] or units
     if says_nothing(text):
-        return Reply(extractive(units, q, label, found=False), None, cites, NOT_FOUND_MODE, "says nothing")
+        return Reply(extractive(units, q, label, found=False), None, cites, NOT_FOUND_MODE, "says nothing", raw=raw)
     why = degenerate(raw, prompt)
     if why:
-        return Reply(extractive(cited, q, label), None, cites, EXTRACTIVE, why)
+        return Reply(extractive(cited, q, label), None, cites, EXTRACTIVE, why, raw=raw)
     from_evidence, on_topic = grounded(text, q, units)
     if not from_evidence and on_topic:
-        return Reply(extractive(cited, q, label), None, cites, EXTRACTIVE, "nothing from the evidence")
+        return Reply(extractive(cited, q, label), None, cites, EXTRACTIVE, "nothing from the evidence", raw=raw)
     if not from_evidence:
-        return Reply(extractive(units, q, label, found=False), None, cites, NOT_FOUND_MODE, "not in the evidence")
+        return Reply(extractive(units, q, label, found=False), None, cites, NOT_FOUND_MODE, "not in the evidence",
+                     raw=raw)
     return Reply(two_sentences(text), None, cites)

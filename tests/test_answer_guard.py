@@ -92,7 +92,10 @@ def test_an_answer_is_grounded_by_what_it_brings_from_the_evidence():
     assert grounded("Jake rode a giraffe to the zoo.", Query("Where is the giraffe?", T), units) == (False, False)
     chinese = [unit("A2_ALICE", T, "我依旧在拧螺丝\n螺丝拧了好久")]
     assert grounded("Alice was tightening screws.", Query("What was Alice doing?", T), chinese)[0]
-        # four words of its own: two must come from the evidence
+    alice = [unit("A2_ALICE", T, "I keep tightening screws")]
+    assert grounded("Alice did.", Query("Who was tightening screws?", T), alice)[0]  # "who": a person answers
+    assert not grounded("Alice did.", Query("What was tightened?", T), alice)[0]
+    # four words of its own: two must come from the evidence
     assert grounded("Katrina wanted a purple giraffe costume.", Query("What?", T), units)[0] is False
 
 
@@ -144,6 +147,7 @@ def test_open_answers_are_checked_before_they_are_shown(memory, clock, reply, mo
         Query("What is for dinner?", T + 3_600_000))
     assert (a.mode, a.guard) == (mode, guard) and a.answer.startswith(shown) and a.status == "ok"
     assert answer_json(a, clock, T + 3_600_000)["mode"] == mode
+    assert answer_json(a, clock, T + 3_600_000)["model_reply"] == (None if mode == "model" else reply)
     if mode == "extractive":
         assert "view, DAY1 11:" in a.answer and "pizza" in a.answer
 
