@@ -162,7 +162,7 @@ def test_a_question_about_what_was_never_seen_gets_a_non_answer(memory, clock):
 
 def test_a_made_up_answer_becomes_a_non_answer(clock):
     units = [unit("A1_JAKE", T, "Katrina: Let's order pizza for dinner")]
-    q = Query("Who rode the bicycle?", T + 3_600_000)
+    q = Query("Where did Jake ride the bicycle?", T + 3_600_000)
     r = check_open("Jake rode the bicycle to the zoo.", q, units, [1], PROMPT, clock.label)
     assert (r.mode, r.guard) == ("not_found", "not in the evidence") and r.text.startswith(NOT_FOUND)
     r = check_open("Katrina wanted pizza.", q, units, [1], PROMPT, clock.label)
