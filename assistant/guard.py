@@ -25,6 +25,8 @@ from memory.tokenize import query_tokens
 NOT_FOUND = "I don't find this in the memory."
 _TOKEN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]|[^\W\d_]+|\d+")
 _DEBRIS = re.compile(r"[{}\[\]]|\"\s*\w+\"\s*:|<\||\|>|\\[nt\"]")
+# the prompt's own scaffolding copied into a reply: excerpt headers, the question line
+_SCAFFOLD = re.compile(r"\b\w+'s view\b|\bquestion \(asked at|\b(?:excerpts|shared memory):", re.I)
 _TRAILING = re.compile(r"[\s\"'`,;:{}\[\]]+$")
 _LEADING = re.compile(r"^[\s\"'`,;:{}\[\]]+")
 _CITES = re.compile(r"\s*\[\d+(?:\s*,\s*\d+)*\]")
@@ -96,11 +98,14 @@ def degenerate(text: str, prompt: str = "") -> str | None:
     t = clean(text)
     if not re.search(r"\w", t):
         return "empty"
+    visible = [c for c in t if not c.isspace()]
+    if sum(c.isalpha() for c in visible) < 0.5 * len(visible):
+        return "not words"  # "20:34,567-89"
     if repeats(t):
         return "repeated"
     if prompt and echoes(t, prompt):
         return "echo"
-    if _DEBRIS.search(t):
+    if _DEBRIS.search(t) or _SCAFFOLD.search(t):
         return "outside schema"
     return None
 

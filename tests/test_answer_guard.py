@@ -38,6 +38,10 @@ PROMPT = "Answer in one or two short sentences that name the people and the time
     ("Answer in one or two short sentences that name the people", "echo"),
     ('They talked about pizza", "evidence": [1, 2', "outside schema"),
     ("They talked about {the} pizza", "outside schema"),
+    # real replies of the tiny model to EgoLifeQA DAY1 questions asked open (#44, #1, #197)
+    ("20:34,567-89", "not words"),
+    ("Jake's view first", "outside schema"),
+    ("20:35 : Question (asked at DAY4) - Jake's view, Tasha", "outside schema"),
     ("Around 12:10 on DAY1 Katrina said they would order pizza for dinner.", None),
     ("Jake and Alice talked about an eco-friendly game and microplastics }", None),
     ("我们在聊环保游戏和微塑料。", None),
