@@ -6,7 +6,7 @@ import pytest
 
 from assistant.answer import Answerer
 from assistant.config import AnswerSettings, SearchSettings
-from assistant.guard import NOT_FOUND, degenerate
+from assistant.guard import NOT_FOUND, degenerate, repeats
 from assistant.query import Query
 from memory.store import Store
 
@@ -49,7 +49,7 @@ def test_first_person_lines_reach_the_model_under_their_wearer(memory, clock, ti
     blocks = re.findall(r"^\[(\d+)\] (\w+)'s view, (DAY1 \d\d:\d\d:\d\d)-", prompt, re.M)
     assert [b[1] for b in blocks] == [u.agent.split("_")[1].title() for u in a.gathered.units]
     assert re.search(r"\[\d+\] Alice's view, DAY1 11:1\d:\d\d-\d\d:\d\d:\d\d\n(.*\n)*?.*拧螺丝", prompt)
-    assert a.status == "ok" and a.answer and degenerate(a.answer) is None
+    assert a.status == "ok" and a.answer and (a.mode != "model" or degenerate(a.answer) is None)
     assert a.mode == "model" or re.search(r"\w+'s view, DAY1 11:\d\d: ", a.answer)
 
 
@@ -59,7 +59,7 @@ def test_a_looping_reply_of_the_real_model_is_replaced_by_the_evidence(memory, c
     a = answerer(memory, clock, llm, repeat_penalty=1.0).answer(Query(LUNCH, clock.parse("DAY1 13:00:00")))
     assert a.status == "ok" and a.mode == "extractive" and a.guard in ("repeated", "echo", "cut short")
     assert a.answer.startswith("From the memory: ") and re.search(r"\w+'s view, DAY1 1[12]:\d\d: ", a.answer)
-    assert "The answer is: The answer is" not in a.answer and degenerate(a.answer) is None
+    assert "The answer is: The answer is" not in a.answer and not repeats(a.answer)
 
 
 def test_a_question_about_what_was_never_seen_is_not_answered(memory, clock, tiny_llm):
