@@ -16,8 +16,9 @@ from assistant.agentwise import MemorySearch
 from assistant.config import AnswerSettings, SearchSettings
 from assistant.context import fit_units
 from assistant.frames import FrameFinder, frames_json
+from assistant.guard import EXTRACTIVE, MODEL, NOT_FOUND_MODE, Reply, check_open, extractive, unseen
 from assistant.planner import Request, plan
-from assistant.prompts import ANSWER_SYSTEM, answer_schema
+from assistant.prompts import ANSWER_CHOICE, ANSWER_OPEN, ANSWER_STOP, ANSWER_SYSTEM, answer_schema
 from assistant.query import Query, person_name
 from assistant.retrievers import Retrievers
 from memory.clock import HouseClock
@@ -25,9 +26,9 @@ from memory.events import Event
 from memory.frames import FrameStore
 from memory.records import Unit
 from memory.store import Store
-from memory.tokenize import estimate_tokens
+from memory.tokenize import estimate_tokens, query_tokens
 from models.errors import ModelError
-from models.llm import HIGH, LocalLLM, Usage
+from models.llm import HIGH, LocalLLM, ModelCutShort, ModelLooping, Usage
 
 LETTERS = "ABCD"
 
@@ -56,6 +57,9 @@ class Answer:
     status: str = "ok"
     error: str = ""
     frames: list = field(default_factory=list)  # (Frame, why, distance) shown with the answer
+    mode: str = MODEL  # model | extractive (the reply was unusable) | not_found
+    guard: str | None = None  # why the model's reply was not shown as it was
+    reply: str | None = None  # the model's own words when they were not shown
 
 
 class Answerer:
@@ -75,7 +79,7 @@ class Answerer:
         self.frames = FrameFinder(FrameStore(store))  # the daemon swaps in one with its embedder
 
     # -- retrieval ----------------------------------------------------------------------
-    def gather(self, q: Query) -> Gathered:
+    def gather(self, q: Query, planner: str | None = None) -> Gathered:
         t0 = time.perf_counter()
         self.search.refresh()
         events = self.search.shared(q) if self.shared else []
@@ -86,13 +90,17 @@ class Answerer:
             timings["retrieval"] = (time.perf_counter() - t1) * 1000
             return Gathered(events, units, timings_ms=timings)
         requests, planner, usage = plan(
-            self.planner, self.llm, q, events, self.events_text(events), self.search.agents(q),
+            planner or self.planner, self.llm, q, events, self.events_text(events), self.search.agents(q),
             self.settings.max_requests,
         )
         t2 = time.perf_counter()
         per_request = [self.search.for_agent(r, q) for r in requests]
+        units = _round_robin(per_request, self.budget)
+        if self.settings.merge_flat:
+            flat = self.search.flat.retrieve(replace(q, budget=self.budget)).units
+            units = merge(flat, per_request, self.budget, self.settings.flat_share)
         timings.update(planning=(t2 - t1) * 1000, retrieval=(time.perf_counter() - t2) * 1000)
-        return Gathered(events, _round_robin(per_request, self.budget), requests, planner, timings, usage)
+        return Gathered(events, units, requests, planner, timings, usage)
 
     def events_text(self, events: list[Event]) -> str:
         return "\n".join(
@@ -102,54 +110,78 @@ class Answerer:
     # -- answering ----------------------------------------------------------------------
     def answer(self, q: Query, shown: Callable[[list[Unit], list[Event]], None] | None = None) -> Answer:
         """`shown(units, events)`: told what the model is given, before it reads (a page shows it)."""
-        g = self.gather(q)
+        choices = tuple(LETTERS[i] for i, o in enumerate(q.options[:4]) if o)
+        self.search.refresh()
+        gone = [] if choices else unseen(q, lambda t: self.search.segments.idf(t) > 0, self.names())
+        g = self.gather(q, "rule" if gone else None)  # nothing for a model to plan about a thing never seen
         count = self.llm.count if self.llm else estimate_tokens
         events_text = self.events_text(g.events)
         units, excerpts = self.fit(g.units, q, self.settings.context_tokens - count(events_text), count)
         if shown is not None:
             shown(units, g.events)
         context = (f"Shared memory:\n{events_text}\n\n" if events_text else "") + f"Excerpts:\n{excerpts}"
-        context_tokens = count(context)
         t0 = time.perf_counter()
         usage = Usage()
         usage.add(g.usage)
-        choices = tuple(LETTERS[i] for i, o in enumerate(q.options[:4]) if o)
-        if self.llm is None:
+        if not choices and (gone or not units):  # the memory never held it: no model can say more
+            why = f"never seen: {', '.join(gone)}" if gone else "no evidence"
+            r = Reply(extractive(units, q, self.clock.label, found=False), mode=NOT_FOUND_MODE, guard=why)
+        elif self.llm is None:
             raise ModelError("answering needs a model")
+        else:
+            r = self.respond(q, units, context, choices, usage)
+        timings = dict(g.timings_ms, answering=(time.perf_counter() - t0) * 1000)
+        evidence = [units[i - 1] for i in r.cites] or units[:3]
+        return Answer(q.question, r.text, r.choice, evidence, bool(r.cites), replace(g, units=units), count(context),
+                      timings, usage, r.status, r.error, self.frames.find(q, evidence), r.mode, r.guard, r.raw)
+
+    def respond(self, q: Query, units: list[Unit], context: str, choices: tuple[str, ...], usage: Usage) -> Reply:
+        """The model's reply under the schema, checked: an open answer that degenerates is replaced
+        by an extractive one, one that the evidence does not bear out by "I don't find this"."""
+        s = self.settings
         asker = (f"The asker is {person_name(q.asker)}: 'I', 'me', 'my' in the question mean "
                  f"{person_name(q.asker)}.\n") if q.asker else ""
         options = "".join(f"\n{LETTERS[i]}. {q.options[i]}" for i in range(len(choices)))
-        ask = "Choose the letter of the right option." if choices else "Answer in one or two short sentences."
-        messages = [
-            {"role": "system", "content": ANSWER_SYSTEM.format(asker=asker)},
-            {"role": "user", "content": f"{context}\n\nQuestion (asked at {self.clock.label(q.as_of_ms)}): "
-                                        f"{q.question}{options}\n{ask}"},
-        ]
-        status, error, choice, text, cites = "ok", "", None, "", []
+        ask = f"Question (asked at {self.clock.label(q.as_of_ms)}): {q.question}{options}\n" + (
+            ANSWER_CHOICE if choices else ANSWER_OPEN)
+        system = ANSWER_SYSTEM.format(asker=asker)
+        messages = [{"role": "system", "content": system}, {"role": "user", "content": f"{context}\n\n{ask}"}]
         try:
-            reply, u = self.llm.json(messages, answer_schema(len(units), choices, 400),
-                                     max_tokens=self.settings.answer_tokens, priority=HIGH)
-            usage.add(u)
-            cites = [i for i in dict.fromkeys(reply.evidence) if 1 <= i <= len(units)]
+            reply, u = self.llm.json(messages, answer_schema(len(units), choices, s.answer_chars),
+                                     max_tokens=s.answer_tokens, priority=HIGH, repeat_penalty=s.repeat_penalty,
+                                     stop=ANSWER_STOP, stop_loops=True)
+        except (ModelLooping, ModelCutShort) as e:
             if choices:
-                choice = reply.choice
-                text = f"{choice}. {q.options[LETTERS.index(choice)]}"
-            else:
-                text = reply.answer.strip()
+                return Reply("", status="error", error=str(e))
+            guard = "repeated" if isinstance(e, ModelLooping) else "cut short"
+            return Reply(extractive(units, q, self.clock.label), mode=EXTRACTIVE, guard=guard)
         except ModelError as e:
-            status, error = "error", str(e)
-        timings = dict(g.timings_ms, answering=(time.perf_counter() - t0) * 1000)
-        evidence = [units[i - 1] for i in cites] or units[:3]
-        return Answer(q.question, text, choice, evidence, bool(cites), replace(g, units=units), context_tokens,
-                      timings, usage, status, error, self.frames.find(q, evidence))
+            return Reply("", status="error", error=str(e))
+        usage.add(u)
+        cites = [i for i in dict.fromkeys(reply.evidence) if 1 <= i <= len(units)]
+        if choices:
+            return Reply(f"{reply.choice}. {q.options[LETTERS.index(reply.choice)]}", reply.choice, cites)
+        return check_open(reply.answer, q, units, cites, f"{system}\n{ask}", self.clock.label)
+
+    def names(self) -> set[str]:
+        return {t for a in self.search.agents() for t in query_tokens(person_name(a))}
 
     def fit(self, units: list[Unit], q: Query, budget: int, count) -> tuple[list[Unit], str]:
         return fit_units(units, q, budget, count, self.clock.label)
 
 
-def _round_robin(lists: list[list[Unit]], budget: int) -> list[Unit]:
-    """Best first from each request in turn, each unit once, at most `budget`."""
-    out, seen = [], set()
+def merge(flat: list[Unit], per_request: list[list[Unit]], budget: int, share: float) -> list[Unit]:
+    """The flat search's best `share` of the budget first (the context is never much worse than the
+    best search), then the planned requests' units and the rest of the flat ones in turn."""
+    head = flat[: round(budget * share)]
+    seen = {u.id for u in head}
+    rest = _round_robin([*per_request, flat[len(head):]], budget, seen)
+    return head + rest[: budget - len(head)]
+
+
+def _round_robin(lists: list[list[Unit]], budget: int, seen: set[int] | None = None) -> list[Unit]:
+    """Best first from each request in turn, each unit once (and none of `seen`), at most `budget`."""
+    out, seen = [], set(seen or ())
     for rank in range(max((len(x) for x in lists), default=0)):
         for xs in lists:
             if rank < len(xs) and xs[rank].id not in seen and len(out) < budget:
@@ -170,6 +202,9 @@ def answer_json(a: Answer, clock: HouseClock, as_of_ms: int) -> dict:
     return {
         "status": a.status, "question": a.question, "as_of": clock.iso(as_of_ms), "answer": a.answer,
         "choice": a.choice, "cited": a.cited, "error": a.error or None,
+        # model: the model's words; extractive: its reply was unusable (`guard` says why) and the
+        # answer is the evidence itself; not_found: the memory does not hold it
+        "mode": a.mode, "guard": a.guard, "model_reply": a.reply,
         # what the model cited first, then the rest of what it was shown, so nothing is hidden
         "evidence": [unit_json(u, clock, a.cited) for u in a.evidence]
         + [unit_json(u, clock, False) for u in g.units if u not in a.evidence],

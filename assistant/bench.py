@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable
 
 import numpy as np
 
+from assistant.answer import Answerer
+from assistant.config import AnswerSettings
 from assistant.context import fit_units
 from assistant.egolifeqa import QAItem
-from assistant.query import Query
+from assistant.query import Query, Retrieved
 from memory.clock import HouseClock
 from memory.records import Unit
 from memory.tokenize import estimate_tokens
@@ -80,23 +82,38 @@ def table(report: dict) -> str:
 
 
 STAGES = ("shared", "planning", "retrieval", "answering")
+# what the answerer is handed, measured as a retriever: the rule planner's per-agent units alone
+# (EgoMAS) and merged with the flat hybrid search (no model is needed for either)
+PLANNED = ("planned", "planned+flat")
+
+
+class Planned:
+    def __init__(self, name: str, store, clock: HouseClock, settings: AnswerSettings, retrievers):
+        s = settings.model_copy(update={"merge_flat": name == "planned+flat", "shared_top_n": 0})
+        self.answerer = Answerer(store, clock, s, None, planner="rule", retrievers=retrievers)
+
+    def retrieve(self, q: Query) -> Retrieved:
+        g = self.answerer.gather(q)
+        return Retrieved(g.units, {"retrieval": sum(g.timings_ms.values())})
 
 
 def run_answers(
     items: list[QAItem], cells: dict, clock: HouseClock, *, asker: str,
-    progress: Callable[[Iterable], Iterable] = iter,
+    progress: Callable[[Iterable], Iterable] = iter, open_mode: bool = False,
 ) -> dict:
-    """Every item answered by every cell (an `Answerer` with its switches): accuracy, Hit@W, cost."""
+    """Every item answered by every cell (an `Answerer` with its switches): accuracy, Hit@W, cost.
+    In `open_mode` the options are not given; how each answer was made is counted."""
     rows: dict[str, list[dict]] = defaultdict(list)
     for item in progress(items):
-        q = Query(item.question, item.query_ms, item.options, asker=asker)
+        q = Query(item.question, item.query_ms, () if open_mode else item.options, asker=asker)
         for name, answerer in cells.items():
             a = answerer.answer(q)
             units = a.gathered.units
             row = {k: hit(units, item.targets, w) for k, w in WINDOWS.items()}
             row.update(
                 type=item.type, id=item.id, units=len(units), tokens=a.context_tokens,
-                accuracy=a.choice == item.answer, error=a.status != "ok",
+                accuracy=a.choice == item.answer, error=a.status != "ok", degenerate=a.mode == "extractive",
+                mode=a.mode, guard=a.guard, answer=a.answer, reply=a.reply,
                 prompt_tokens=a.usage.prompt_tokens, completion_tokens=a.usage.completion_tokens,
                 latency_ms=sum(a.timings_ms.values()),
                 **{f"{s}_ms": a.timings_ms.get(s, 0.0) for s in STAGES},
@@ -106,7 +123,12 @@ def run_answers(
     for name, rs in rows.items():
         entry = summarize(rs)
         entry["accuracy"] = round(100 * float(np.mean([r["accuracy"] for r in rs])), 1)
+        entry["accuracy_ci95"] = wilson(sum(r["accuracy"] for r in rs), len(rs))
         entry["errors"] = int(sum(r["error"] for r in rs))
+        entry["degenerate"] = int(sum(r["degenerate"] for r in rs))
+        entry["modes"] = dict(Counter(r["mode"] for r in rs))
+        entry["answers"] = [{"id": r["id"], "mode": r["mode"], "guard": r["guard"], "answer": r["answer"],
+                             "model_reply": r["reply"]} for r in rs]
         for k in ("prompt_tokens", "completion_tokens"):
             entry[k] = round(float(np.mean([r[k] for r in rs])), 1)
         entry["stage_ms_p50"] = {s: round(float(np.percentile([r[f"{s}_ms"] for r in rs], 50)), 1) for s in STAGES}
@@ -121,11 +143,21 @@ def run_answers(
     return report
 
 
+def wilson(k: int, n: int, z: float = 1.96) -> list[float]:
+    """The 95% Wilson interval of k successes in n, in percent."""
+    if n == 0:
+        return [0.0, 100.0]
+    p = k / n
+    mid = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * np.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return [round(100 * max(0.0, mid - half), 1), round(100 * min(1.0, mid + half), 1)]
+
+
 def answer_table(report: dict) -> str:
-    cols = ["accuracy", "hit@0", "hit@30s", "hit@5min", "units", "tokens", "latency_ms_p50"]
+    cols = ["accuracy", "accuracy_ci95", "degenerate", "hit@0", "hit@30s", "hit@5min", "units", "tokens", "latency_ms_p50"]
     lines = [f"{report['questions']} questions, model {report.get('model')}",
              f"{'cell':28}" + "".join(f"{c:>15}" for c in cols) + "   stage p50 ms"]
     for name, r in report["cells"].items():
         stages = " ".join(f"{k}={v}" for k, v in r["stage_ms_p50"].items())
-        lines.append(f"{name:28}" + "".join(f"{r[c]:>15}" for c in cols) + f"   {stages}")
+        lines.append(f"{name:28}" + "".join(f"{r[c]!s:>15}" for c in cols) + f"   {stages}")
     return "\n".join(lines)

@@ -37,6 +37,11 @@ class AnswerSettings(BaseModel):
     max_requests: int = Field(6, ge=1, le=20, description="Most agent requests a plan may make.")
     context_tokens: int = Field(4600, ge=256, description="Token budget of the context handed to the responder.")
     answer_tokens: int = Field(160, ge=16, description="Most tokens of an open answer.")
+    answer_chars: int = Field(300, ge=40, le=2000, description="Most characters of an open answer (in its schema).")
+    repeat_penalty: float = Field(1.3, ge=1.0, le=2.0, description="Repetition penalty while answering.")
+    merge_flat: bool = Field(
+        True, description="Merge the flat hybrid search into the planned requests' units (false: EgoMAS's alone).")
+    flat_share: float = Field(0.5, ge=0, le=1, description="Share of the budget the flat search's best units take first.")
 
 
 class SearchSettings(BaseModel):

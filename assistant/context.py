@@ -1,12 +1,62 @@
-"""How units of context read to the answering model, and what they cost in tokens."""
+"""How units of context read to the answering model, and what they cost in tokens.
+
+Every excerpt is headed by whose view it is ("[3] Alice's view, DAY1 11:16:00-11:16:30"), so a
+first-person line in it ("I keep tightening screws", "我依旧在拧螺丝") reads as that person's. Where
+a moment is written in two languages (a bilingual transcript, A1_JAKE's translated captions) only
+the English line is shown: the models read English best and the line costs half the tokens.
+"""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 
 from assistant.query import Query, person_name
 from memory.records import Unit
 from memory.tokenize import query_tokens
+
+_CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
+_SPEAKER = re.compile(r"^([^:：]{1,40})[:：]\s")
+
+
+def view_of(agent: str) -> str:
+    """'A2_ALICE' -> "Alice's view"."""
+    return f"{person_name(agent)}'s view"
+
+
+def is_cjk(line: str) -> bool:
+    letters = sum(c.isalpha() for c in line)
+    return bool(letters) and len(_CJK.findall(line)) > letters * 0.2
+
+
+def speaker_of(line: str) -> str | None:
+    m = _SPEAKER.match(line)
+    return m.group(1).strip() if m else None
+
+
+def english_first(lines: list[str]) -> list[str]:
+    """The lines without a Chinese line whose English twin stands next to it (same speaker)."""
+    out = []
+    for i, line in enumerate(lines):
+        if is_cjk(line):
+            near = [lines[j] for j in (i - 1, i + 1) if 0 <= j < len(lines)]
+            if any(not is_cjk(n) and speaker_of(n) == speaker_of(line) for n in near):
+                continue
+        out.append(line)
+    return out
+
+
+def unit_lines(u: Unit) -> list[str]:
+    return english_first([x for x in u.text.split("\n") if x.strip()])
+
+
+def best_lines(u: Unit, wanted: set[str], n: int = 1) -> list[str]:
+    """The unit's `n` lines that share most words with `wanted`, in their own order (ties: the
+    English line, then the earlier)."""
+    lines = unit_lines(u)
+    ranked = sorted(range(len(lines)), key=lambda i: (-len(wanted & set(query_tokens(lines[i]))),
+                                                      is_cjk(lines[i]), i))
+    return [lines[i] for i in sorted(ranked[:n])]
 
 
 def fit_units(units: list[Unit], q: Query, budget: int, count: Callable[[str], int],
@@ -24,8 +74,8 @@ def fit_units(units: list[Unit], q: Query, budget: int, count: Callable[[str], i
     share = max(40, budget // len(units))
     blocks = []
     for n, u in enumerate(units, 1):
-        head = f"[{n}] {person_name(u.agent)}, {label(u.start_ms)}-{label(u.end_ms)[-8:]}"
-        lines = u.text.split("\n")
+        head = f"[{n}] {view_of(u.agent)}, {label(u.start_ms)}-{label(u.end_ms)[-8:]}"
+        lines = unit_lines(u)
         ranked = sorted(range(len(lines)), key=lambda i: -len(wanted & set(query_tokens(lines[i]))))
         chosen, used = set(), count(head)
         for i in ranked:

@@ -1,9 +1,11 @@
 """Planners: which agents' memories to search, and for what (EgoMAS's agent-wise requests).
 
-The LLM planner writes requests under a schema whose `person` is one of the known agents. The
-rule planner (also the fallback when the LLM's plan is unusable) takes the names in the question,
-its options and the retrieved events, plus the asker when the question says "I", each with the
-question as sub-query; with no name at all it asks every agent.
+The LLM planner writes requests under a schema whose `person` is one of the known agents. Its
+sub-queries must be about the question: one made of boilerplate alone ("Which one of the above
+choices is correct?") is dropped, and every kept one carries the question's content words it lacks. The rule planner (also the fallback
+when the LLM's plan is unusable) takes the names in the question, its options and the retrieved
+events, plus the asker when the question says "I", each with the question as sub-query; with no
+name at all it asks every agent.
 """
 
 from __future__ import annotations
@@ -16,10 +18,15 @@ from dataclasses import dataclass
 from assistant.prompts import PLAN_SYSTEM, plan_schema
 from assistant.query import Query, person_name, person_names, speaks_of_self
 from memory.events import Event
+from memory.tokenize import query_tokens
 from models.errors import ModelError
 from models.llm import HIGH, LocalLLM, Usage
 
 logger = logging.getLogger(__name__)
+# words of a sub-query that are about answering, not about what happened
+_BOILERPLATE = frozenset(query_tokens(
+    "which one above choice choices option options correct incorrect answer answers question right wrong "
+    "following true false best search memory memories"))
 
 
 @dataclass(frozen=True)
@@ -66,11 +73,24 @@ def llm_plan(
     seen, out = set(), []
     for r in plan.requests:
         agent = agent_of.get(r.person)
-        key = (agent, r.query.strip().lower())
-        if agent and key not in seen and (not q.agents or agent in q.agents):
+        query = sub_query(r.query, q)
+        key = (agent, query.lower())
+        if agent and query and key not in seen and (not q.agents or agent in q.agents):
             seen.add(key)
-            out.append(Request(agent, r.query.strip()))
+            out.append(Request(agent, query))
     return out, usage
+
+
+def sub_query(query: str, q: Query) -> str:
+    """The planner's sub-query with the question's content words it lacks, or "" when it is
+    boilerplate alone."""
+    query = " ".join(query.split())
+    own = set(query_tokens(query))
+    if not own - _BOILERPLATE:
+        return ""
+    words = [w for w in q.question.replace("?", " ").split() if query_tokens(w)
+             and not set(query_tokens(w)) <= own | _BOILERPLATE]
+    return " ".join([query, *dict.fromkeys(words)])
 
 
 def plan(

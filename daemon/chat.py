@@ -69,6 +69,8 @@ def show(answer: dict, label: Callable[[str], str]) -> str:
     if answer.get("status") != "ok":
         return f"error ({answer.get('code', '?')}): {answer.get('error')}"
     lines = [answer.get("answer") or "(no answer)", ""]
+    if answer.get("guard"):
+        lines.insert(1, f"({answer.get('mode')}: {answer['guard']})")
     for e in answer.get("evidence", [])[:8]:
         mark = "*" if e.get("cited") else " "
         first = e["text"].split("\n")[0][:90]

@@ -96,6 +96,9 @@ def build_parser() -> argparse.ArgumentParser:
     eq.add_argument("--cells", default="full,no-shared,no-dynamic,neither",
                     help="ablation cells with --answer: full, no-shared, no-dynamic, neither")
     eq.add_argument("--planner", choices=["llm", "rule"], help="planner for --answer (default: answer.planner)")
+    eq.add_argument("--open", action="store_true",
+                    help="with --answer: ask without the options and count how answers were made (model, extractive, "
+                         "not found)")
     _common(eq)
 
     co = _command(sub, "consolidate", "write shared-memory events for closed windows",

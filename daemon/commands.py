@@ -180,11 +180,12 @@ def cmd_bench(args) -> int:
     from assistant.retrievers import NAMES
 
     names = [n.strip() for n in args.retrievers.split(",") if n.strip()]
-    unknown = [n for n in names if n not in NAMES]
+    unknown = [n for n in names if n not in (*NAMES, *bench.PLANNED)]
     if unknown:
-        raise UserError(f"unknown retriever(s) {unknown}; known: {', '.join(NAMES)}")
+        raise UserError(f"unknown retriever(s) {unknown}; known: {', '.join((*NAMES, *bench.PLANNED))}")
     pool = retrievers_for(store, clock, settings)
-    retrievers = {n: pool.make(n) for n in names}
+    retrievers = {n: bench.Planned(n, store, clock, settings.answer, pool) if n in bench.PLANNED else pool.make(n)
+                  for n in names}
     report = bench.run(items, retrievers, clock, asker="A1_JAKE",
                        budget=args.budget or settings.retrieval.budget,
                        context_tokens=settings.answer.context_tokens,
@@ -311,7 +312,8 @@ def bench_answers(args, settings, clock, store, items) -> int:
                     planner=args.planner, retrievers=shared)
         for n in names
     }
-    report = bench.run_answers(items, cells, clock, asker="A1_JAKE", progress=progress("bench", unit="question"))
+    report = bench.run_answers(items, cells, clock, asker="A1_JAKE", progress=progress("bench", unit="question"),
+                               open_mode=args.open)
     report["model"] = llm.name
     report["events_in_memory"] = store.counts()["events"]
     out(args, report, bench.answer_table(report))
@@ -335,6 +337,8 @@ def cmd_ask(args) -> int:
                  retrievers=retrievers_for(store, clock, settings)).answer(q)
     data = answer_json(a, clock, as_of)
     lines = [f"{a.answer or '(no answer)'}" + (f"   [error: {a.error}]" if a.error else "")]
+    if a.guard:
+        lines.append(f"({a.mode}: {a.guard})")
     lines.append("\nevidence" + ("" if a.cited else " (not cited by the model: best retrieved)") + ":")
     for u in a.evidence:
         first = u.text.split("\n")[0][:100]

