@@ -69,9 +69,10 @@ def progress(desc: str, **kw):
     return partial(tqdm, desc=desc, unit=kw.pop("unit", "file"), file=sys.stderr, disable=None, **kw)
 
 
-def retrievers_for(store, clock, settings: Settings, *, reset: bool = False):
-    """The retrievers of a store with every index up to date; a backlog of units to embed (the
-    first run after an import) shows a progress bar."""
+def retrievers_for(store, clock, settings: Settings, *, reset: bool = False, encoders: tuple[str, ...] = ()):
+    """The retrievers of a store with every index up to date (also the vectors of `encoders`
+    besides the configured one); a backlog of units to embed (the first run after an import)
+    shows a progress bar."""
     from assistant.retrievers import Retrievers
 
     r = Retrievers(store, clock, settings.retrieval)
@@ -83,7 +84,7 @@ def retrievers_for(store, clock, settings: Settings, *, reset: bool = False):
         t = tqdm(total=total, desc=f"embedding {name}", unit="unit", file=sys.stderr, disable=None if total else True)
         return t.update
 
-    r.prepare(bar)
+    r.prepare(bar, encoders=encoders)
     return r
 
 
@@ -177,19 +178,30 @@ def cmd_bench(args) -> int:
     store = open_store(args, settings)
     if args.answer:
         return bench_answers(args, settings, clock, store, items)
-    from assistant.retrievers import NAMES
+    from assistant.retrievers import ENCODERS, NAMES, known
 
     names = [n.strip() for n in args.retrievers.split(",") if n.strip()]
-    unknown = [n for n in names if n not in NAMES]
+    unknown = [n for n in names if not known(n)]
     if unknown:
-        raise UserError(f"unknown retriever(s) {unknown}; known: {', '.join(NAMES)}")
-    pool = retrievers_for(store, clock, settings)
+        raise UserError(f"unknown retriever(s) {unknown}; known: {', '.join(NAMES)}; a hybrid one may end in "
+                        f"@ENCODER ({', '.join(ENCODERS)})")
+    pool = retrievers_for(store, clock, settings, encoders=tuple({n.partition("@")[2] for n in names} - {""}))
     retrievers = {n: pool.make(n) for n in names}
-    report = bench.run(items, retrievers, clock, asker="A1_JAKE",
-                       budget=args.budget or settings.retrieval.budget,
+    budget = args.budget or settings.retrieval.budget
+    report = bench.run(items, retrievers, clock, asker="A1_JAKE", budget=budget,
                        context_tokens=settings.answer.context_tokens,
                        progress=progress("bench", unit="question"))
-    out(args, report, bench.table(report))
+    text = bench.table(report)
+    if args.loo:
+        from assistant.tuning import run_loo
+
+        try:
+            report["loo"], more = run_loo(items, pool, names, clock, asker="A1_JAKE", budget=budget,
+                                          progress=lambda d: progress(d, unit="question"))
+        except ValueError as e:
+            raise UserError(f"--loo: {e}") from None
+        text += "\n\n" + more
+    out(args, report, text)
     return 0
 
 
