@@ -99,17 +99,17 @@ def loo_table(name: str, report: dict) -> str:
 
 
 def run_loo(items: list[QAItem], pool, names: list[str], clock: HouseClock, *, asker: str, budget: int,
-            progress: Callable[[str], Callable[[Iterable], Iterable]] | None = None) -> tuple[dict, str]:
-    """The protocol for every hybrid retriever named (`pool`: `assistant.retrievers.Retrievers`):
-    the report per name and its text."""
+            pools: dict[str, dict] | None = None) -> tuple[dict, str]:
+    """The protocol for every hybrid retriever named (`pool`: `assistant.retrievers.Retrievers`;
+    `pools`: candidates already gathered per name, e.g. by the bench run before): the report per
+    name and its text."""
     reports, texts = {}, []
     configured = {k: float(getattr(pool.settings, k)) for k in GRID}
     for name in names:
         if name.partition("@")[0] in ("lexical", "egomas-reference"):
             continue  # nothing to tune
-        shared: dict = {}
+        shared = (pools or {}).get(name, {})
         reports[name] = leave_one_day_out(
-            items, lambda cfg, n=name, c=shared: pool.make(n, cfg, c), configured, clock, asker=asker, budget=budget,
-            progress=progress(f"loo {name}") if progress else iter)
+            items, lambda cfg, n=name, c=shared: pool.make(n, cfg, c), configured, clock, asker=asker, budget=budget)
         texts.append(loo_table(name, reports[name]))
     return reports, "\n\n".join(texts)

@@ -186,7 +186,8 @@ def cmd_bench(args) -> int:
         raise UserError(f"unknown retriever(s) {unknown}; known: {', '.join(NAMES)}; a hybrid one may end in "
                         f"@ENCODER ({', '.join(ENCODERS)})")
     pool = retrievers_for(store, clock, settings, encoders=tuple({n.partition("@")[2] for n in names} - {""}))
-    retrievers = {n: pool.make(n) for n in names}
+    pools: dict[str, dict] = {n: {} for n in names}  # with --loo, the weight search re-scores these
+    retrievers = {n: pool.make(n, pool_cache=pools[n] if args.loo else None) for n in names}
     budget = args.budget or settings.retrieval.budget
     report = bench.run(items, retrievers, clock, asker="A1_JAKE", budget=budget,
                        context_tokens=settings.answer.context_tokens,
@@ -196,8 +197,7 @@ def cmd_bench(args) -> int:
         from assistant.tuning import run_loo
 
         try:
-            report["loo"], more = run_loo(items, pool, names, clock, asker="A1_JAKE", budget=budget,
-                                          progress=lambda d: progress(d, unit="question"))
+            report["loo"], more = run_loo(items, pool, names, clock, asker="A1_JAKE", budget=budget, pools=pools)
         except ValueError as e:
             raise UserError(f"--loo: {e}") from None
         text += "\n\n" + more

@@ -78,6 +78,25 @@ def test_bench_compares_retrievers_on_a_slice(house, slice_db, egolife, tmp_path
     assert rep["retrievers"]["default"]["hit@5min"] > 0
 
 
+def test_bench_both_encoders_per_day_and_leave_one_day_out(house, slice_db, egolife, tmp_path, capsys):
+    qa = tmp_path / "qa.json"
+    days = [json.loads((egolife / "EgoLifeQA" / f"EgoLifeQA_A1_JAKE_DAY{d}.json").read_text())[:4] for d in (1, 2)]
+    qa.write_text(json.dumps(days[0] + days[1]))
+    rep = run_json(capsys, ["bench", "egolifeqa", str(qa), "--db", str(slice_db), "--loo",
+                            "--retrievers", "default,default@minilm,egomas-reference"])
+    assert set(rep["retrievers"]) == {"default", "default@minilm", "egomas-reference"}
+    for r in rep["retrievers"].values():
+        assert set(r["by_day"]) == {"DAY1", "DAY2"} and sum(d["n"] for d in r["by_day"].values()) == 8
+    assert set(rep["loo"]) == {"default", "default@minilm"}  # nothing to tune in the reference
+    for loo in rep["loo"].values():
+        assert loo["folds"]["DAY1"]["tuned_on"] == ["DAY2"] and loo["folds"]["DAY2"]["tuned_on"] == ["DAY1"]
+        assert loo["held_out"]["n"] == 8 and "dense_weight" in loo["folds"]["DAY1"]["weights"]
+    s = Store(slice_db, readonly=True)
+    tables = {r[0] for r in s.db.execute("SELECT name FROM vector_indices")}
+    s.close()
+    assert {"segments", "segments_use"} <= tables
+
+
 def test_bench_rejects_unknown_retriever(house, slice_db, egolife, capsys):
     qa = egolife / "EgoLifeQA" / "EgoLifeQA_A1_JAKE_DAY1.json"
     assert main(["bench", "egolifeqa", str(qa), "--db", str(slice_db), "--retrievers", "magic"]) == 2
