@@ -69,10 +69,12 @@ def progress(desc: str, **kw):
     return partial(tqdm, desc=desc, unit=kw.pop("unit", "file"), file=sys.stderr, disable=None, **kw)
 
 
-def retrievers_for(store, clock, settings: Settings, *, reset: bool = False, encoders: tuple[str, ...] = ()):
+def retrievers_for(store, clock, settings: Settings, *, reset: bool = False, encoders: tuple[str, ...] = (),
+                   embed: bool = True):
     """The retrievers of a store with every index up to date (also the vectors of `encoders`
     besides the configured one); a backlog of units to embed (the first run after an import)
-    shows a progress bar."""
+    shows a progress bar. Without `embed`, vectors stay as they are (units not embedded yet
+    have none)."""
     from assistant.retrievers import Retrievers
 
     r = Retrievers(store, clock, settings.retrieval)
@@ -84,7 +86,10 @@ def retrievers_for(store, clock, settings: Settings, *, reset: bool = False, enc
         t = tqdm(total=total, desc=f"embedding {name}", unit="unit", file=sys.stderr, disable=None if total else True)
         return t.update
 
-    r.prepare(bar, encoders=encoders)
+    if embed:
+        r.prepare(bar, encoders=encoders)
+    else:
+        r.index.refresh()
     return r
 
 
@@ -174,6 +179,9 @@ def cmd_bench(args) -> int:
     if missing:
         raise UserError(f"no such file: {', '.join(missing)}")
     items = load_items(args.files, clock)[:: max(1, args.every)]
+    if args.before:
+        before = parse_time(clock, args.before, "--before")
+        items = [i for i in items if i.query_ms < before]
     items = items[: args.limit] if args.limit else items
     store = open_store(args, settings)
     if args.answer:
@@ -185,7 +193,8 @@ def cmd_bench(args) -> int:
     if unknown:
         raise UserError(f"unknown retriever(s) {unknown}; known: {', '.join(NAMES)}; a hybrid one may end in "
                         f"@ENCODER ({', '.join(ENCODERS)})")
-    pool = retrievers_for(store, clock, settings, encoders=tuple({n.partition("@")[2] for n in names} - {""}))
+    pool = retrievers_for(store, clock, settings, encoders=tuple({n.partition("@")[2] for n in names} - {""}),
+                          embed=not args.as_is)
     pools: dict[str, dict] = {n: {} for n in names}  # with --loo, the weight search re-scores these
     retrievers = {n: pool.make(n, pool_cache=pools[n] if args.loo else None) for n in names}
     budget = args.budget or settings.retrieval.budget

@@ -1,6 +1,7 @@
 import json
 
 import pytest
+import sqlean as sqlite3
 
 from assistant.bench import hit
 from daemon.cli import main
@@ -95,6 +96,26 @@ def test_bench_both_encoders_per_day_and_leave_one_day_out(house, slice_db, egol
     tables = {r[0] for r in s.db.execute("SELECT name FROM vector_indices")}
     s.close()
     assert {"segments", "segments_use"} <= tables
+
+
+def test_bench_before_a_time_as_the_memory_is(house, slice_db, egolife, clock, tmp_path, capsys):
+    items = json.loads((egolife / "EgoLifeQA" / "EgoLifeQA_A1_JAKE_DAY1.json").read_text())[:12]
+    qa = tmp_path / "qa.json"
+    qa.write_text(json.dumps(items))
+    db = tmp_path / "copy.sqlite"
+    src, dst = sqlite3.connect(slice_db), sqlite3.connect(db)
+    src.backup(dst)
+    dst.execute("DELETE FROM vector_indices WHERE name = 'segments'")  # as if MiniLM had never run
+    dst.commit()
+    src.close(), dst.close()
+    rep = run_json(capsys, ["bench", "egolifeqa", str(qa), "--db", str(db), "--before", "DAY1 12:00", "--as-is",
+                            "--retrievers", "default@minilm"])
+    early = [i for i in items if i["query_time"]["date"] == "DAY1" and i["query_time"]["time"] < "12000000"]
+    assert 0 < rep["questions"] == len(early) < 12
+    s = Store(db, readonly=True)
+    embedded = s.db.execute("SELECT rev FROM vector_indices WHERE name = 'segments'").fetchone()
+    s.close()
+    assert embedded is None or embedded[0] == 0  # nothing was embedded for the measurement
 
 
 def test_bench_rejects_unknown_retriever(house, slice_db, egolife, capsys):
