@@ -45,10 +45,10 @@ class SearchSettings(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     dense: bool = Field(True, description="Fuse sentence vectors (sqlite-vec) with BM25.")
-    encoder: Literal["use-multilingual", "minilm"] = Field(
-        "use-multilingual", description="Sentence encoder of the dense index: 'use-multilingual' (Universal Sentence "
-        "Encoder Multilingual v3, every line of a unit in any language) or 'minilm' (all-MiniLM-L6-v2, English lines "
-        "only). Each has its own vector tables; switching embeds the memory once for the new one.")
+    encoder: Literal["minilm", "use-multilingual"] = Field(
+        "minilm", description="Sentence encoder of the dense index: 'minilm' (all-MiniLM-L6-v2, a unit's English lines "
+        "only; measured best on EgoLifeQA DAY1-2) or 'use-multilingual' (Universal Sentence Encoder Multilingual v3, "
+        "every line of a unit in any language). Each has its own vector tables; switching embeds the memory once.")
     embedding_model: Path | None = Field(
         None, description="With encoder 'minilm': a sentence-transformers ONNX export (default: the bundled "
         "all-MiniLM-L6-v2 int8).")

@@ -28,16 +28,19 @@ def ask(pool, clock, name, question, options=(), at="DAY1 11:21:02", budget=15):
     return pool.make(name).retrieve(q)
 
 
-def test_every_unit_has_a_vector_whatever_its_language(pool):
-    seg, _ = pool.vectors()  # the default encoder is multilingual: Chinese-only units too
+def test_every_unit_has_a_vector_whatever_its_language_with_use(pool):
+    seg, e = pool.vectors("use-multilingual")  # Chinese-only units too
+    assert seg.table == "vec_segments_use" and e.dim == 512
+    pool.prepare(encoders=("use-multilingual",))
     n_vec = pool.store.db.execute(f"SELECT COUNT(*) FROM {seg.table}").fetchone()[0]
-    assert seg.table == "vec_segments_use" and seg.pending() == 0 and n_vec == pool.store.counts()["segments"]
+    assert seg.pending() == 0 and n_vec == pool.store.counts()["segments"]
+    got = ask(pool, pool.clock, "default@use-multilingual", *SCREWDRIVER)
+    assert got.units and all(u.end_ms <= pool.clock.parse("DAY1 11:21:02") + 30_000 for u in got.units)
 
 
-def test_minilm_stays_selectable_with_its_own_table(pool):
-    seg, e = pool.vectors("minilm")
+def test_minilm_is_the_default_with_its_own_table(pool):
+    seg, e = pool.vectors()
     assert seg.table == "vec_segments" and e.dim == 384
-    pool.prepare(encoders=("minilm",))
     n_vec = pool.store.db.execute("SELECT COUNT(*) FROM vec_segments").fetchone()[0]
     n_seg = pool.store.counts()["segments"]
     assert seg.pending() == 0 and 0.5 * n_seg < n_vec < n_seg  # English lines only

@@ -84,11 +84,11 @@ def test_bench_both_encoders_per_day_and_leave_one_day_out(house, slice_db, egol
     days = [json.loads((egolife / "EgoLifeQA" / f"EgoLifeQA_A1_JAKE_DAY{d}.json").read_text())[:4] for d in (1, 2)]
     qa.write_text(json.dumps(days[0] + days[1]))
     rep = run_json(capsys, ["bench", "egolifeqa", str(qa), "--db", str(slice_db), "--loo",
-                            "--retrievers", "default,default@minilm,egomas-reference"])
-    assert set(rep["retrievers"]) == {"default", "default@minilm", "egomas-reference"}
+                            "--retrievers", "default,default@use-multilingual,egomas-reference"])
+    assert set(rep["retrievers"]) == {"default", "default@use-multilingual", "egomas-reference"}
     for r in rep["retrievers"].values():
         assert set(r["by_day"]) == {"DAY1", "DAY2"} and sum(d["n"] for d in r["by_day"].values()) == 8
-    assert set(rep["loo"]) == {"default", "default@minilm"}  # nothing to tune in the reference
+    assert set(rep["loo"]) == {"default", "default@use-multilingual"}  # nothing to tune in the reference
     for loo in rep["loo"].values():
         assert loo["folds"]["DAY1"]["tuned_on"] == ["DAY2"] and loo["folds"]["DAY2"]["tuned_on"] == ["DAY1"]
         assert loo["held_out"]["n"] == 8 and "dense_weight" in loo["folds"]["DAY1"]["weights"]
@@ -109,7 +109,7 @@ def test_bench_before_a_time_as_the_memory_is(house, slice_db, egolife, clock, t
     dst.commit()
     src.close(), dst.close()
     rep = run_json(capsys, ["bench", "egolifeqa", str(qa), "--db", str(db), "--before", "DAY1 12:00", "--as-is",
-                            "--retrievers", "default@minilm"])
+                            "--retrievers", "default"])
     early = [i for i in items if i["query_time"]["date"] == "DAY1" and i["query_time"]["time"] < "12000000"]
     assert 0 < rep["questions"] == len(early) < 12
     s = Store(db, readonly=True)
