@@ -41,12 +41,18 @@ def summarize(rows: list[dict]) -> dict:
     return out
 
 
+def day_of(item: QAItem, clock: HouseClock) -> int:
+    """The day a question is about: that of its (earliest) target moment, as the EgoLifeQA files
+    are cut (`..._DAY1.json` holds the questions whose evidence lies on DAY1)."""
+    return clock.day_of(min(item.targets))[0]
+
+
 def run(
     items: list[QAItem], retrievers: dict, clock: HouseClock, *, asker: str, budget: int,
     context_tokens: int = 4600, progress: Callable[[Iterable], Iterable] = iter,
 ) -> dict:
-    """Every item through every retriever; per retriever overall and per question type. Tokens are
-    those of the context as the answerer gets it: the units cut to fit `context_tokens`."""
+    """Every item through every retriever; per retriever overall, per question type and per day.
+    Tokens are those of the context as the answerer gets it: the units cut to fit `context_tokens`."""
     rows: dict[str, list[dict]] = defaultdict(list)
     for item in progress(items):
         q = Query(item.question, item.query_ms, item.options, asker=asker, budget=budget)
@@ -54,7 +60,7 @@ def run(
             got = r.retrieve(q)
             row = {k: hit(got.units, item.targets, w) for k, w in WINDOWS.items()}
             row.update(
-                type=item.type, id=item.id, units=len(got.units),
+                type=item.type, id=item.id, day=day_of(item, clock), units=len(got.units),
                 tokens=estimate_tokens(fit_units(got.units, q, context_tokens, estimate_tokens, clock.label)[1]),
                 latency_ms=got.timings_ms["retrieval"],
             )
@@ -66,6 +72,8 @@ def run(
             by_type[r["type"]].append(r)
         entry = summarize(rs)
         entry["by_type"] = {t: summarize(v) for t, v in sorted(by_type.items())}
+        entry["by_day"] = {f"DAY{d}": summarize([r for r in rs if r["day"] == d])
+                           for d in sorted({r["day"] for r in rs})}
         report["retrievers"][name] = entry
     return report
 
@@ -76,7 +84,7 @@ def table(report: dict) -> str:
     lines = [f"{report['questions']} questions", f"{'retriever / type':32}" + "".join(f"{c:>16}" for c in cols)]
     for name, r in report["retrievers"].items():
         lines.append(f"{name:32}" + "".join(f"{r[c]:>16}" for c in cols))
-        for t, rt in r["by_type"].items():
+        for t, rt in (r["by_day"] | r["by_type"]).items():
             lines.append(f"  {t:30}" + "".join(f"{rt[c]:>16}" for c in cols))
     return "\n".join(lines)
 

@@ -49,10 +49,16 @@ class SearchSettings(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    dense: bool = Field(True, description="Fuse MiniLM vectors (sqlite-vec) with BM25.")
+    dense: bool = Field(True, description="Fuse sentence vectors (sqlite-vec) with BM25.")
+    encoder: Literal["minilm", "use-multilingual"] = Field(
+        "minilm", description="Sentence encoder of the dense index: 'minilm' (all-MiniLM-L6-v2, a unit's English lines "
+        "only; measured best on EgoLifeQA DAY1-2) or 'use-multilingual' (Universal Sentence Encoder Multilingual v3, "
+        "every line of a unit in any language). Each has its own vector tables; switching embeds the memory once.")
     embedding_model: Path | None = Field(
-        None, description="A sentence-transformers ONNX export (default: the bundled all-MiniLM-L6-v2 int8).")
+        None, description="With encoder 'minilm': a sentence-transformers ONNX export (default: the bundled "
+        "all-MiniLM-L6-v2 int8).")
     embedding_tokenizer: Path | None = Field(None, description="Its tokenizer.json (with embedding_model).")
+    encoder_threads: int = Field(0, ge=0, le=512, description="CPU threads of the sentence encoder (0: all cores).")
     temporal: bool = Field(True, description="Read the question's time intent: soft range, latest/earliest/habit.")
     scales: bool = Field(True, description="Pool evidence over 10-minute and 1-hour windows.")
     context: bool = Field(True, description="A unit borrows part of its neighbours' score.")

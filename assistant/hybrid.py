@@ -1,8 +1,9 @@
 """The default retriever: lexical and dense candidates, fused, then re-scored by time, scale and entity.
 
 Each part can be switched off (`retrieval.*` settings; `chorus bench` runs the ablation):
-- dense: MiniLM cosine over the English view of each segment (sqlite-vec), fused with BM25 by
-  normalised scores (the best of each list scores 1);
+- dense: cosine of a sentence encoder (`retrieval.encoder`: multilingual USE over every line of a
+  segment, or MiniLM over its English lines) in sqlite-vec, fused with BM25 by normalised scores
+  (the best of each list scores 1);
 - temporal: the question's intended range as a soft relevance, and its order (latest, earliest,
   spread over days) as a curation of part of the budget (EgoCITE);
 - scales: evidence pooled over 10-minute and 1-hour windows of all agents: a 30-second unit in a
@@ -51,12 +52,16 @@ class HybridRetriever:
     name = "default"
 
     def __init__(self, store: Store, clock: HouseClock, settings: SearchSettings, *, index: LexicalIndex | None = None,
-                 vectors=None, embedder=None):
-        self.store, self.clock, self.s = store, clock, settings
+                 vectors=None, embedder=None, event_vectors=None, name: str = "default",
+                 pool_cache: dict | None = None):
+        """`pool_cache` (optional, shared by variants that differ only in weights applied after the
+        candidates are gathered: the weight search of `chorus bench --loo`) keeps each question's
+        candidates, so a variant re-scores them instead of searching again."""
+        self.store, self.clock, self.s, self.name = store, clock, settings, name
         self.lexical = LexicalRetriever(store, index)
         self.index = self.lexical.index
-        self.vectors, self.embedder = vectors, embedder
-        self.event_vectors = None  # set by `Retrievers` when dense search is on
+        self.vectors, self.embedder, self.event_vectors = vectors, embedder, event_vectors
+        self.pool_cache = pool_cache
         self._names: set[str] | None = None
 
     # -- candidates ---------------------------------------------------------------------
@@ -194,7 +199,12 @@ class HybridRetriever:
         self.refresh()
         intent = read_intent(q.question, q.as_of_ms, self.clock) if self.s.temporal else Intent()
         agents = self.lexical.agent_ids(q.agents)
-        cands = self._pool(q, intent, agents)
+        key = (q.question, q.options, q.asker, q.as_of_ms, tuple(agents) if agents is not None else None)
+        cands = self.pool_cache.get(key) if self.pool_cache is not None else None
+        if cands is None:
+            cands = self._pool(q, intent, agents)
+            if self.pool_cache is not None:
+                self.pool_cache[key] = cands
         self._score(q, intent, cands)
         ranked = sorted(cands.values(), key=lambda c: (-c.score, c.unit.start_ms))
         chosen = self._select(ranked, intent, q)

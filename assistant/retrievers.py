@@ -2,19 +2,22 @@
 
 `default` is the hybrid retriever with every part on (as configured); `no-<part>` switches one
 part off; `lexical` is BM25 alone (the previous default); `egomas-reference` the released EgoMAS.
+A hybrid name may end in `@<encoder>` (`default@minilm`) to use that sentence encoder instead of
+the configured one: each encoder has its own vector tables, so both are measured in one run.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from functools import partial
 
 from assistant.config import SearchSettings
 from assistant.hybrid import HybridRetriever
 from memory.clock import HouseClock
-from memory.lexical import LexicalIndex
+from memory.lexical import EVENTS, LexicalIndex
 from memory.store import Store
+from memory.tokenize import MULTILINGUAL_VIEW, english_view, multilingual_view
+from memory.vectors import VectorIndex
 from models.errors import ModelError
 
 logger = logging.getLogger(__name__)
@@ -22,71 +25,88 @@ logger = logging.getLogger(__name__)
 PARTS = {"dense": "dense", "temporal": "temporal", "scales": "scales", "context": "context",
          "entities": "entities", "options": "options_apart"}
 NAMES = ("default", *(f"no-{p}" for p in PARTS), "lexical-only", "lexical", "egomas-reference")
+# encoder -> the key of its vector tables ('' = the tables MiniLM has always used)
+ENCODERS = {"use-multilingual": "use", "minilm": ""}
+
+
+def known(name: str) -> bool:
+    """A retriever name, optionally `@encoder` for the hybrid ones."""
+    base, _, enc = name.partition("@")
+    return base in NAMES and (not enc or (enc in ENCODERS and base not in ("lexical", "egomas-reference")))
 
 
 class Retrievers:
-    """Indices and the embedding model are opened once and shared by every variant."""
+    """Indices and the embedding models are opened once and shared by every variant."""
 
     def __init__(self, store: Store, clock: HouseClock, settings: SearchSettings, *,
                  embedder_factory: Callable[[], object] | None = None):
+        """`embedder_factory` builds the configured encoder (the daemon hands its loaded one to
+        its background indexer this way); other encoders are built from the settings."""
         self.store, self.clock, self.settings = store, clock, settings
         self.index = LexicalIndex(store)
         self._embedder_factory = embedder_factory
-        self._embedder = None
-        self._vectors = None
-        self._broken = False
-        self._event_vectors = None
+        self._dense: dict[str, tuple[VectorIndex, VectorIndex, object]] = {}
+        self._broken: set[str] = set()
 
-    def dense_ok(self) -> bool:
+    def dense_ok(self, encoder: str | None = None) -> bool:
         """Whether dense search is on and its model loads; a model that cannot load is logged once
         and the retrievers go on lexically rather than fail every question."""
-        if not self.settings.dense or self._broken:
+        encoder = encoder or self.settings.encoder
+        if not self.settings.dense or encoder in self._broken:
             return False
         try:
-            self.vectors()
+            self._open(encoder)
             return True
         except ModelError as e:
-            logger.error("dense retrieval is off: %s", e)
-            self._broken = True
+            logger.error("dense retrieval with %s is off: %s", encoder, e)
+            self._broken.add(encoder)
             return False
 
-    def vectors(self):
-        """(VectorIndex, Embedder), built on first use; None when no embedder can be made."""
-        if self._vectors is None:
-            from memory.vectors import VectorIndex
+    def _open(self, encoder: str) -> tuple[VectorIndex, VectorIndex, object]:
+        """(segment vectors, event vectors, encoder), built on first use."""
+        if encoder not in self._dense:
+            if encoder == self.settings.encoder and self._embedder_factory is not None:
+                e = self._embedder_factory()
+            else:
+                e = make_encoder(self.settings, encoder)
+            key = ENCODERS[encoder]
+            multi = getattr(e, "languages", "en") != "en"
+            model = f"{e.name}+view{MULTILINGUAL_VIEW}" if multi else e.name
+            seg = VectorIndex(self.store, e.embed, model=model, dim=e.dim, key=key,
+                              view=multilingual_view if multi else english_view)
+            ev = VectorIndex(self.store, e.embed, model=model, dim=e.dim, source=EVENTS, key=key, view=lambda t: t)
+            self._dense[encoder] = (seg, ev, e)
+        return self._dense[encoder]
 
-            factory = self._embedder_factory or partial(_embedder, self.settings)
-            self._embedder = factory()
-            self._vectors = VectorIndex(self.store, self._embedder.embed, model=self._embedder.name,
-                                        dim=self._embedder.dim)
-        return self._vectors, self._embedder
+    def vectors(self, encoder: str | None = None):
+        """(segment VectorIndex, encoder) of the configured encoder or the one named."""
+        seg, _, e = self._open(encoder or self.settings.encoder)
+        return seg, e
+
+    def event_vectors(self, encoder: str | None = None) -> VectorIndex:
+        return self._open(encoder or self.settings.encoder)[1]
 
     def prepare(self, progress: Callable[[int, str], Callable[[int], None]] | None = None, *,
-                lexical: bool = True, stop: Callable[[], bool] | None = None, batch: int = 256) -> dict[str, int]:
+                lexical: bool = True, stop: Callable[[], bool] | None = None, batch: int = 256,
+                encoders: tuple[str, ...] = ()) -> dict[str, int]:
         """Brings every index up to date, embedding any backlog (a first run over an imported week
-        takes minutes on 2 cores); `progress(total, name)` gives a callback per embedded batch."""
+        takes minutes on 2 cores); `progress(total, name)` gives a callback per embedded batch.
+        `encoders`: those to prepare besides the configured one."""
         if lexical:
             self.index.refresh()
         done: dict[str, int] = {}
-        if not self.dense_ok():
-            return done
-        seg, _ = self.vectors()
-        for vi in (seg, self.event_vectors()):
-            tick = progress(vi.pending(), vi.source.name) if progress else None
-            done[vi.source.name] = vi.refresh(tick, stop=stop, batch=batch)
+        for enc in dict.fromkeys((self.settings.encoder, *encoders)):
+            if not self.dense_ok(enc):
+                continue
+            seg, ev, _ = self._open(enc)
+            for vi in (seg, ev):
+                tick = progress(vi.pending(), vi.name) if progress else None
+                done[vi.name] = vi.refresh(tick, stop=stop, batch=batch)
         return done
 
-    def event_vectors(self):
-        from memory.lexical import EVENTS
-        from memory.vectors import VectorIndex
-
-        if self._event_vectors is None:
-            _, e = self.vectors()
-            self._event_vectors = VectorIndex(self.store, e.embed, model=e.name, dim=e.dim, source=EVENTS,
-                                              view=lambda t: t)
-        return self._event_vectors
-
-    def make(self, name: str):
+    def make(self, name: str, overrides: dict | None = None, pool_cache: dict | None = None):
+        """The retriever of that name; `overrides` set `SearchSettings` fields (the weight search
+        of `chorus bench --loo`), `pool_cache` lets variants share candidate pools."""
         if name == "egomas-reference":
             from assistant.egomas import EgoMASReference
 
@@ -95,22 +115,28 @@ class Retrievers:
             from assistant.lexical import LexicalRetriever
 
             return LexicalRetriever(self.store, self.index)
-        if name not in NAMES:
+        if not known(name):
             raise KeyError(name)
-        s = self.settings
-        if name.startswith("no-"):
-            s = s.model_copy(update={PARTS[name[3:]]: False})
-        elif name == "lexical-only":
+        base, _, encoder = name.partition("@")
+        encoder = encoder or self.settings.encoder
+        s = self.settings.model_copy(update=overrides or {})
+        if base.startswith("no-"):
+            s = s.model_copy(update={PARTS[base[3:]]: False})
+        elif base == "lexical-only":
             s = s.model_copy(update=dict.fromkeys(PARTS.values(), False))
-        vectors, embedder = self.vectors() if s.dense and self.dense_ok() else (None, None)
-        r = HybridRetriever(self.store, self.clock, s, index=self.index, vectors=vectors, embedder=embedder)
-        r.name = name
-        if vectors is not None:
-            r.event_vectors = self.event_vectors()
-        return r
+        seg = ev = e = None
+        if s.dense and self.dense_ok(encoder):
+            seg, ev, e = self._open(encoder)
+        return HybridRetriever(self.store, self.clock, s, index=self.index, vectors=seg, embedder=e,
+                               event_vectors=ev, name=name, pool_cache=pool_cache)
 
 
-def _embedder(s: SearchSettings):
+def make_encoder(s: SearchSettings, encoder: str):
+    """The sentence encoder of that name (`retrieval.encoder`)."""
+    if encoder == "use-multilingual":
+        from models.multilingual import MultilingualEncoder
+
+        return MultilingualEncoder(threads=s.encoder_threads)
     from models.embed import Embedder
 
-    return Embedder(s.embedding_model, s.embedding_tokenizer)
+    return Embedder(s.embedding_model, s.embedding_tokenizer, threads=s.encoder_threads)

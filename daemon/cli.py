@@ -90,7 +90,15 @@ def build_parser() -> argparse.ArgumentParser:
     eq.add_argument("files", nargs="+", type=Path)
     eq.add_argument("--limit", type=int, help="only the first N questions")
     eq.add_argument("--every", type=int, default=1, help="only every K-th question (a spread-out sample)")
-    eq.add_argument("--retrievers", default="default,egomas-reference", help="comma-separated retrievers to compare")
+    eq.add_argument("--retrievers", default="default,egomas-reference",
+                    help="comma-separated retrievers to compare; a hybrid one may end in @ENCODER "
+                         "(default@minilm,default@use-multilingual)")
+    eq.add_argument("--before", help="only the questions asked before this time ('DAY3 00:00')")
+    eq.add_argument("--as-is", action="store_true",
+                    help="measure the vectors as they are, without embedding the units not embedded yet (with "
+                         "--before: a memory embedded up to then, in store order, which is the order of time)")
+    eq.add_argument("--loo", action="store_true",
+                    help="also leave-one-day-out: each day measured with weights searched on the other days")
     eq.add_argument("--budget", type=int, help="fine units per context (default: retrieval.budget)")
     eq.add_argument("--answer", action="store_true", help="answer with the LLM: accuracy and the EgoMAS ablation")
     eq.add_argument("--cells", default="full,no-shared,no-dynamic,neither",

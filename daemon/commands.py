@@ -6,17 +6,22 @@ import argparse
 import json
 import sys
 import time
-from functools import partial
 from pathlib import Path
 
-from tqdm import tqdm
-
 from daemon import wiring
-from daemon.settings import Settings, check_config, load_settings, redacted
-
-
-class UserError(Exception):
-    """A mistake on the command line: printed as one line, exit code 2."""
+from daemon.benchcmd import cmd_bench
+from daemon.cliutil import (  # noqa: F401  (UserError and the helpers are this module's interface too)
+    UserError,
+    clock_of,
+    open_store,
+    out,
+    parse_time,
+    progress,
+    retrievers_for,
+    selection,
+    settings_of,
+)
+from daemon.settings import check_config, redacted
 
 
 def dispatch(args: argparse.Namespace) -> int:
@@ -25,70 +30,11 @@ def dispatch(args: argparse.Namespace) -> int:
         "status": cmd_status, "index": cmd_index, "config": cmd_config, "consolidate": cmd_consolidate,
         "ask": cmd_ask, "run": cmd_run, "replay": cmd_replay, "chat": cmd_chat, "load": cmd_load,
     }.get(args.command)
-    if handler is None:  # the perception commands live beside this file
+    if handler is None:  # late: the perception commands import the MQTT and perception stack
         from daemon import perceive
 
         handler = {"transcribe": perceive.cmd_transcribe, "frames": perceive.cmd_frames}[args.command]
     return handler(args)
-
-
-# -- shared opening --------------------------------------------------------------------------
-def settings_of(args) -> Settings:
-    return load_settings(args.config)
-
-
-def clock_of(settings: Settings):
-    return wiring.clock_of(settings)
-
-
-def open_store(args, settings: Settings):
-    return wiring.open_store(settings, args.db)
-
-
-def parse_time(clock, text: str | None, what: str) -> int | None:
-    from memory.errors import TimeFormatError
-
-    if text is None:
-        return None
-    try:
-        return clock.parse(text)
-    except TimeFormatError as e:
-        raise UserError(f"{what}: {e}") from None
-
-
-def selection(args) -> tuple[set[int] | None, set[str] | None]:
-    """--days and --agents of the egolife recordings."""
-    try:
-        days = {int(d) for d in args.days.split(",")} if args.days else None
-    except ValueError:
-        raise UserError(f"--days wants day numbers such as 1,2, not {args.days!r}") from None
-    return days, set(args.agents.split(",")) if args.agents else None
-
-
-def progress(desc: str, **kw):
-    return partial(tqdm, desc=desc, unit=kw.pop("unit", "file"), file=sys.stderr, disable=None, **kw)
-
-
-def retrievers_for(store, clock, settings: Settings, *, reset: bool = False):
-    """The retrievers of a store with every index up to date; a backlog of units to embed (the
-    first run after an import) shows a progress bar."""
-    from assistant.retrievers import Retrievers
-
-    r = Retrievers(store, clock, settings.retrieval)
-    if reset and settings.retrieval.dense:
-        r.vectors()[0].reset()
-        r.event_vectors().reset()
-
-    def bar(total: int, name: str):
-        t = tqdm(total=total, desc=f"embedding {name}", unit="unit", file=sys.stderr, disable=None if total else True)
-        return t.update
-
-    r.prepare(bar)
-    return r
-
-
-def out(args, data: dict, text: str) -> None:
-    print(json.dumps(data, ensure_ascii=False) if args.json else text)
 
 
 # -- commands --------------------------------------------------------------------------------
@@ -161,36 +107,6 @@ def cmd_retrieve(args) -> int:
     for u in got.units:
         lines.append(f"\n[{u.agent} {clock.label(u.start_ms)}  score {u.score:.2f}]\n{u.text}")
     out(args, data, "\n".join(lines))
-    return 0
-
-
-def cmd_bench(args) -> int:
-    from assistant import bench
-    from assistant.egolifeqa import load_items
-    settings = settings_of(args)
-    clock = clock_of(settings)
-    missing = [str(f) for f in args.files if not f.exists()]
-    if missing:
-        raise UserError(f"no such file: {', '.join(missing)}")
-    items = load_items(args.files, clock)[:: max(1, args.every)]
-    items = items[: args.limit] if args.limit else items
-    store = open_store(args, settings)
-    if args.answer:
-        return bench_answers(args, settings, clock, store, items)
-    from assistant.retrievers import NAMES
-
-    names = [n.strip() for n in args.retrievers.split(",") if n.strip()]
-    unknown = [n for n in names if n not in (*NAMES, *bench.PLANNED)]
-    if unknown:
-        raise UserError(f"unknown retriever(s) {unknown}; known: {', '.join((*NAMES, *bench.PLANNED))}")
-    pool = retrievers_for(store, clock, settings)
-    retrievers = {n: bench.Planned(n, store, clock, settings.answer, pool) if n in bench.PLANNED else pool.make(n)
-                  for n in names}
-    report = bench.run(items, retrievers, clock, asker="A1_JAKE",
-                       budget=args.budget or settings.retrieval.budget,
-                       context_tokens=settings.answer.context_tokens,
-                       progress=progress("bench", unit="question"))
-    out(args, report, bench.table(report))
     return 0
 
 
@@ -291,33 +207,6 @@ def cmd_consolidate(args) -> int:
         out(args, data, (f"{len(results)} window(s): {data['by_status']}; {data['events']} events written "
                          f"in {data['seconds']}s ({data['per_window']})"))
     return 1 if any(r.status == "error" for r in results) and not written else 0
-
-
-CELLS = {"full": (True, True), "no-shared": (False, True), "no-dynamic": (True, False), "neither": (False, False)}
-
-
-def bench_answers(args, settings, clock, store, items) -> int:
-    from assistant import bench
-    from assistant.answer import Answerer
-
-    names = [c.strip() for c in args.cells.split(",") if c.strip()]
-    unknown = [c for c in names if c not in CELLS]
-    if unknown:
-        raise UserError(f"unknown cell(s) {unknown}; known: {', '.join(CELLS)}")
-    llm = wiring.build_llm(settings)
-    budget = args.budget or settings.retrieval.budget
-    shared = retrievers_for(store, clock, settings)  # one embedding model and index for all cells
-    cells = {
-        n: Answerer(store, clock, settings.answer, llm, shared=CELLS[n][0], dynamic=CELLS[n][1], budget=budget,
-                    planner=args.planner, retrievers=shared)
-        for n in names
-    }
-    report = bench.run_answers(items, cells, clock, asker="A1_JAKE", progress=progress("bench", unit="question"),
-                               open_mode=args.open)
-    report["model"] = llm.name
-    report["events_in_memory"] = store.counts()["events"]
-    out(args, report, bench.answer_table(report))
-    return 0
 
 
 def cmd_ask(args) -> int:

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 
 from daemon import wiring
-from daemon.commands import UserError, clock_of, open_store, out, parse_time, settings_of
+from daemon.cliutil import UserError, clock_of, open_store, out, parse_time, settings_of
 from daemon.seeing import backfill
 
 

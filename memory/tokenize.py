@@ -83,3 +83,34 @@ def english_view(text: str, max_chars: int = 1200) -> str:
             if n >= max_chars:
                 break
     return "\n".join(out)
+
+
+MULTILINGUAL_VIEW = "1"  # bump when `multilingual_view` changes: vectors made from it are rebuilt
+_SPEAKER = re.compile(r"^([^:：]{1,40})[:：]\s*")
+
+
+def _latin(line: str) -> bool:
+    letters = sum(c.isalpha() for c in line)
+    return bool(letters) and len(_CJK.findall(line)) <= letters * 0.2
+
+
+def multilingual_view(text: str, max_chars: int = 1000) -> str:
+    """Every line of a unit, whatever its language, for a multilingual encoder; a line followed by
+    its translation (a bilingual transcript, a caption and its English twin: a mostly-CJK line,
+    then a Latin one of the same speaker) is said once, in the translation."""
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    out, n = [], 0
+    for i, line in enumerate(lines):
+        nxt = lines[i + 1] if i + 1 < len(lines) else ""
+        if nxt and _CJK.search(line) and not _latin(line) and _latin(nxt) and _who(line) == _who(nxt):
+            continue
+        out.append(line)
+        n += len(line) + 1
+        if n >= max_chars:
+            break
+    return "\n".join(out)
+
+
+def _who(line: str) -> str | None:
+    m = _SPEAKER.match(line)
+    return m.group(1) if m else None

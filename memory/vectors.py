@@ -1,6 +1,7 @@
 """Dense vectors of segments and events in sqlite-vec, refreshed by store revision.
 
-One vec0 table per source (`vec_segments`, `vec_events`) with the unit's as-of time and agent as
+One vec0 table per source and encoder (`vec_segments`, `vec_events` for MiniLM; with a key,
+`vec_segments_<key>`: vectors of different encoders never share a table) with the unit's as-of time and agent as
 metadata columns, so a k-nearest query filters "recorded before as_of" inside sqlite-vec. The
 embedding function is passed in (memory imports no model code); `vector_indices` records which
 model wrote the vectors and up to which revision, so a changed model rebuilds and a refresh
@@ -28,15 +29,16 @@ BATCH = 256
 
 class VectorIndex:
     def __init__(self, store: Store, embed: Embed, *, model: str, dim: int, source: Source = SEGMENTS,
-                 view: Callable[[str], str] = english_view):
+                 view: Callable[[str], str] = english_view, key: str = ""):
         self.store, self.embed, self.model, self.dim, self.source, self.view = store, embed, model, dim, source, view
-        self.table = f"vec_{source.name}"
+        self.name = f"{source.name}_{key}" if key else source.name  # its row in `vector_indices`
+        self.table = f"vec_{self.name}"
         self._ready = False
 
     def _ensure(self) -> int:
         """The revision already embedded; (re)creates the table when the model or dimension changed."""
         db = self.store.db
-        row = db.execute("SELECT model, dim, rev FROM vector_indices WHERE name = ?", (self.source.name,)).fetchone()
+        row = db.execute("SELECT model, dim, rev FROM vector_indices WHERE name = ?", (self.name,)).fetchone()
         if row and row[0] == self.model and row[1] == self.dim and self._exists():
             return row[2]
         with db.atomic() as c:
@@ -44,7 +46,7 @@ class VectorIndex:
             c.execute(f"CREATE VIRTUAL TABLE {self.table} USING vec0(embedding float[{self.dim}] "
                        "distance_metric=cosine, asof_ms integer, agent_id integer)")
             c.execute("INSERT OR REPLACE INTO vector_indices (name, model, dim, rev) VALUES (?, ?, ?, 0)",
-                       (self.source.name, self.model, self.dim))
+                       (self.name, self.model, self.dim))
         return 0
 
     def _exists(self) -> bool:
@@ -53,7 +55,7 @@ class VectorIndex:
 
     def reset(self) -> None:
         """Forget every vector: the next refresh embeds the whole source again."""
-        self.store.db.execute("DELETE FROM vector_indices WHERE name = ?", (self.source.name,))
+        self.store.db.execute("DELETE FROM vector_indices WHERE name = ?", (self.name,))
 
     def pending(self) -> int:
         rev = self._ensure()
@@ -63,15 +65,15 @@ class VectorIndex:
                 stop: Callable[[], bool] | None = None, batch: int = BATCH) -> int:
         """Embeds the rows changed since the last refresh; returns how many were (re)embedded.
         With `limit`, a backlog larger than that is left alone (to a background refresh) and 0
-        returned. `stop()` is asked between batches: a stopped refresh keeps what it stored and
-        the next one embeds the rest again. On a full disk the rows wait (logged, 0 returned): a
+        returned. `stop()` is asked between batches: a stopped (or killed) refresh keeps what it
+        stored and the next one goes on from the last store revision it finished. On a full disk the rows wait (logged, 0 returned): a
         question is answered without their vectors."""
         try:
             return self._refresh(progress, limit, stop, batch)
         except (sqlite3.OperationalError, OSError) as e:
             if not is_full(e):
                 raise
-            logger.warning("%s vectors wait for disk space (%s)", self.source.name, e)
+            logger.warning("%s vectors wait for disk space (%s)", self.name, e)
             return 0
 
     def _refresh(self, progress: Callable[[int], None] | None, limit: int | None,
@@ -83,9 +85,11 @@ class VectorIndex:
         if limit is not None and db.execute(f"SELECT COUNT(*) FROM {s.table} WHERE rev > ? AND rev <= ?",
                                             (rev, top)).fetchone()[0] > limit:
             return 0
+        # in revision order, so that the revision reached is saved with each batch: a stopped or
+        # killed refresh resumes there (redoing at most the rows of one store revision)
         rows = db.execute(
-            f"SELECT id, {s.agent_sql}, {s.asof_sql}, {s.text_sql} FROM {s.table} WHERE rev > ? AND rev <= ? "
-            "ORDER BY id", (rev, top)).fetchall()
+            f"SELECT id, {s.agent_sql}, {s.asof_sql}, {s.text_sql}, rev FROM {s.table} WHERE rev > ? AND rev <= ? "
+            "ORDER BY rev, id", (rev, top)).fetchall()
         t0, done = time.perf_counter(), 0
         for i in range(0, len(rows), batch):
             if stop and stop():
@@ -94,18 +98,21 @@ class VectorIndex:
             views = [(r[0], r[1], r[2], self.view(r[3])) for r in chunk]
             keep = [v for v in views if v[3]]
             vecs = self.embed([v[3] for v in keep]) if keep else np.zeros((0, self.dim), np.float32)
+            reached = rows[i + batch][4] - 1 if i + batch < len(rows) else top
             with db.atomic() as c:
                 c.executemany(f"DELETE FROM {self.table} WHERE rowid = ?", [(v[0],) for v in views])
                 c.executemany(
                     f"INSERT INTO {self.table} (rowid, embedding, asof_ms, agent_id) VALUES (?, ?, ?, ?)",
                     [(v[0], vec.astype(np.float32).tobytes(), v[2], v[1]) for v, vec in zip(keep, vecs, strict=True)])
+                if reached > rev:
+                    c.execute("UPDATE vector_indices SET rev = ? WHERE name = ?", (reached, self.name))
             done += len(chunk)
             if progress:
                 progress(len(chunk))
-        if top != rev:
-            db.execute("UPDATE vector_indices SET rev = ? WHERE name = ?", (top, s.name))
+        if top != rev and not rows:
+            db.execute("UPDATE vector_indices SET rev = ? WHERE name = ?", (top, self.name))
         if rows:
-            logger.info("embedded %d %s in %.1f s", len(rows), s.name, time.perf_counter() - t0)
+            logger.info("embedded %d %s in %.1f s", len(rows), self.name, time.perf_counter() - t0)
         return done
 
     def search(self, query_vec: np.ndarray, *, k: int, as_of: int | None = None,

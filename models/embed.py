@@ -43,6 +43,8 @@ def bundled_paths() -> tuple[Path, Path]:
 class Embedder:
     """Synchronous and thread-safe; the caller moves batches off the event loop."""
 
+    languages = "en"  # reads the English lines of a unit only
+
     def __init__(self, model: Path | None = None, tokenizer: Path | None = None, *, max_tokens: int = 128,
                  threads: int = 0):
         import onnxruntime as ort
@@ -57,6 +59,8 @@ class Embedder:
         opts = ort.SessionOptions()
         if threads:
             opts.intra_op_num_threads = threads
+        # idle threads sleep rather than spin: the box is shared with the LLM and the recogniser
+        opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
         self.session = ort.InferenceSession(str(model), opts, providers=["CPUExecutionProvider"])
         self.inputs = {i.name for i in self.session.get_inputs()}
         self.tokenizer = Tokenizer.from_file(str(tokenizer))

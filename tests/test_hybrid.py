@@ -28,11 +28,22 @@ def ask(pool, clock, name, question, options=(), at="DAY1 11:21:02", budget=15):
     return pool.make(name).retrieve(q)
 
 
-def test_every_unit_has_a_vector_or_no_english(pool):
-    seg, _ = pool.vectors()
+def test_every_unit_has_a_vector_whatever_its_language_with_use(pool):
+    seg, e = pool.vectors("use-multilingual")  # Chinese-only units too
+    assert seg.table == "vec_segments_use" and e.dim == 512
+    pool.prepare(encoders=("use-multilingual",))
+    n_vec = pool.store.db.execute(f"SELECT COUNT(*) FROM {seg.table}").fetchone()[0]
+    assert seg.pending() == 0 and n_vec == pool.store.counts()["segments"]
+    got = ask(pool, pool.clock, "default@use-multilingual", *SCREWDRIVER)
+    assert got.units and all(u.end_ms <= pool.clock.parse("DAY1 11:21:02") + 30_000 for u in got.units)
+
+
+def test_minilm_is_the_default_with_its_own_table(pool):
+    seg, e = pool.vectors()
+    assert seg.table == "vec_segments" and e.dim == 384
     n_vec = pool.store.db.execute("SELECT COUNT(*) FROM vec_segments").fetchone()[0]
     n_seg = pool.store.counts()["segments"]
-    assert seg.pending() == 0 and 0.5 * n_seg < n_vec <= n_seg
+    assert seg.pending() == 0 and 0.5 * n_seg < n_vec < n_seg  # English lines only
 
 
 def test_default_finds_the_moment_and_reads_the_intent(pool, clock):

@@ -1,6 +1,7 @@
 import json
 
 import pytest
+import sqlean as sqlite3
 
 from assistant.bench import hit
 from daemon.cli import main
@@ -76,6 +77,45 @@ def test_bench_compares_retrievers_on_a_slice(house, slice_db, egolife, tmp_path
         assert 0 < r["units"] <= 15 and r["tokens"] > 0
         assert sum(t["n"] for t in r["by_type"].values()) == 12
     assert rep["retrievers"]["default"]["hit@5min"] > 0
+
+
+def test_bench_both_encoders_per_day_and_leave_one_day_out(house, slice_db, egolife, tmp_path, capsys):
+    qa = tmp_path / "qa.json"
+    days = [json.loads((egolife / "EgoLifeQA" / f"EgoLifeQA_A1_JAKE_DAY{d}.json").read_text())[:4] for d in (1, 2)]
+    qa.write_text(json.dumps(days[0] + days[1]))
+    rep = run_json(capsys, ["bench", "egolifeqa", str(qa), "--db", str(slice_db), "--loo",
+                            "--retrievers", "default,default@use-multilingual,egomas-reference"])
+    assert set(rep["retrievers"]) == {"default", "default@use-multilingual", "egomas-reference"}
+    for r in rep["retrievers"].values():
+        assert set(r["by_day"]) == {"DAY1", "DAY2"} and sum(d["n"] for d in r["by_day"].values()) == 8
+    assert set(rep["loo"]) == {"default", "default@use-multilingual"}  # nothing to tune in the reference
+    for loo in rep["loo"].values():
+        assert loo["folds"]["DAY1"]["tuned_on"] == ["DAY2"] and loo["folds"]["DAY2"]["tuned_on"] == ["DAY1"]
+        assert loo["held_out"]["n"] == 8 and "dense_weight" in loo["folds"]["DAY1"]["weights"]
+    s = Store(slice_db, readonly=True)
+    tables = {r[0] for r in s.db.execute("SELECT name FROM vector_indices")}
+    s.close()
+    assert {"segments", "segments_use"} <= tables
+
+
+def test_bench_before_a_time_as_the_memory_is(house, slice_db, egolife, clock, tmp_path, capsys):
+    items = json.loads((egolife / "EgoLifeQA" / "EgoLifeQA_A1_JAKE_DAY1.json").read_text())[:12]
+    qa = tmp_path / "qa.json"
+    qa.write_text(json.dumps(items))
+    db = tmp_path / "copy.sqlite"
+    src, dst = sqlite3.connect(slice_db), sqlite3.connect(db)
+    src.backup(dst)
+    dst.execute("DELETE FROM vector_indices WHERE name = 'segments'")  # as if MiniLM had never run
+    dst.commit()
+    src.close(), dst.close()
+    rep = run_json(capsys, ["bench", "egolifeqa", str(qa), "--db", str(db), "--before", "DAY1 12:00", "--as-is",
+                            "--retrievers", "default"])
+    early = [i for i in items if i["query_time"]["date"] == "DAY1" and i["query_time"]["time"] < "12000000"]
+    assert 0 < rep["questions"] == len(early) < 12
+    s = Store(db, readonly=True)
+    embedded = s.db.execute("SELECT rev FROM vector_indices WHERE name = 'segments'").fetchone()
+    s.close()
+    assert embedded is None or embedded[0] == 0  # nothing was embedded for the measurement
 
 
 def test_bench_rejects_unknown_retriever(house, slice_db, egolife, capsys):

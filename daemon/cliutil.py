@@ -1,0 +1,81 @@
+"""What the commands of `chorus` share: settings, clock and store opening, times, progress bars,
+the retrievers with their indices up to date, and printing."""
+
+from __future__ import annotations
+
+import json
+import sys
+from functools import partial
+
+from tqdm import tqdm
+
+from daemon import wiring
+from daemon.settings import Settings, load_settings
+
+
+class UserError(Exception):
+    """A mistake on the command line: printed as one line, exit code 2."""
+
+
+def settings_of(args) -> Settings:
+    return load_settings(args.config)
+
+
+def clock_of(settings: Settings):
+    return wiring.clock_of(settings)
+
+
+def open_store(args, settings: Settings):
+    return wiring.open_store(settings, args.db)
+
+
+def parse_time(clock, text: str | None, what: str) -> int | None:
+    from memory.errors import TimeFormatError
+
+    if text is None:
+        return None
+    try:
+        return clock.parse(text)
+    except TimeFormatError as e:
+        raise UserError(f"{what}: {e}") from None
+
+
+def selection(args) -> tuple[set[int] | None, set[str] | None]:
+    """--days and --agents of the egolife recordings."""
+    try:
+        days = {int(d) for d in args.days.split(",")} if args.days else None
+    except ValueError:
+        raise UserError(f"--days wants day numbers such as 1,2, not {args.days!r}") from None
+    return days, set(args.agents.split(",")) if args.agents else None
+
+
+def progress(desc: str, **kw):
+    return partial(tqdm, desc=desc, unit=kw.pop("unit", "file"), file=sys.stderr, disable=None, **kw)
+
+
+def retrievers_for(store, clock, settings: Settings, *, reset: bool = False, encoders: tuple[str, ...] = (),
+                   embed: bool = True):
+    """The retrievers of a store with every index up to date (also the vectors of `encoders`
+    besides the configured one); a backlog of units to embed (the first run after an import)
+    shows a progress bar. Without `embed`, vectors stay as they are (units not embedded yet
+    have none)."""
+    from assistant.retrievers import Retrievers
+
+    r = Retrievers(store, clock, settings.retrieval)
+    if reset and settings.retrieval.dense:
+        r.vectors()[0].reset()
+        r.event_vectors().reset()
+
+    def bar(total: int, name: str):
+        t = tqdm(total=total, desc=f"embedding {name}", unit="unit", file=sys.stderr, disable=None if total else True)
+        return t.update
+
+    if embed:
+        r.prepare(bar, encoders=encoders)
+    else:
+        r.index.refresh()
+    return r
+
+
+def out(args, data: dict, text: str) -> None:
+    print(json.dumps(data, ensure_ascii=False) if args.json else text)
