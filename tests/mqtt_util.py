@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import json
 import os
 import shutil
 import socket
@@ -105,3 +107,39 @@ def tally(db: Path, sent_ids: set[str]) -> dict:
     return {"sent": len(sent_ids), "stored": len(set(stored) & sent_ids), "duplicated": len(stored) - len(set(stored)),
             "lost": len(sent_ids - set(stored)), "integrity": query(db, "PRAGMA integrity_check")[0][0]}
 
+
+
+async def send(port: int, items, listen: list[str], wait_s: float = 4, until=None, *, v5: bool = False) -> list:
+    """Publish `items` ((topic, payload) or (topic, payload, MQTT 5 user properties)) at QoS 1, then
+    collect the JSON that arrives on `listen` for `wait_s` seconds or until `until(got)`."""
+    import aiomqtt
+    from paho.mqtt.packettypes import PacketTypes
+    from paho.mqtt.properties import Properties
+
+    got: list[tuple[str, dict]] = []
+    protocol = aiomqtt.ProtocolVersion.V5 if v5 else aiomqtt.ProtocolVersion.V311
+    async with aiomqtt.Client("127.0.0.1", port, protocol=protocol) as c:
+        for t in listen:
+            await c.subscribe(t, qos=1)
+        for topic, payload, *user in items:
+            props = None
+            if user and user[0]:
+                props = Properties(PacketTypes.PUBLISH)
+                props.UserProperty = list(user[0].items())
+            await c.publish(topic, payload, qos=1, properties=props)
+
+        async def loop():
+            async for m in c.messages:
+                try:
+                    got.append((str(m.topic), json.loads(bytes(m.payload))))
+                except ValueError:
+                    pass
+                if until and until(got):
+                    return
+
+        if listen:
+            try:
+                await asyncio.wait_for(loop(), wait_s)
+            except TimeoutError:
+                pass
+    return got

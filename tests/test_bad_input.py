@@ -11,12 +11,11 @@ import socket
 import struct
 import time
 
-import aiomqtt
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.mqtt_util import Mosquitto, daemon_env, query, start_daemon, wait_ready, wait_until
+from tests.mqtt_util import Mosquitto, daemon_env, query, send, start_daemon, wait_ready, wait_until
 from tests.test_fuzz import payloads, topics
 
 pytestmark = pytest.mark.slow
@@ -44,32 +43,6 @@ def live(tmp_path_factory):
     proc.terminate()
     assert proc.wait(30) == 0
     broker.stop()
-
-
-async def send(port: int, items: list[tuple[str, bytes]], listen: list[str], wait_s: float = 4, until=None):
-    """Publish, then collect what arrives on `listen` for `wait_s` seconds or until `until(got)`."""
-    got = []
-    async with aiomqtt.Client("127.0.0.1", port, protocol=aiomqtt.ProtocolVersion.V311) as c:
-        for t in listen:
-            await c.subscribe(t, qos=1)
-        for topic, payload in items:
-            await c.publish(topic, payload, qos=1)
-
-        async def loop():
-            async for m in c.messages:
-                try:
-                    got.append((str(m.topic), json.loads(bytes(m.payload))))
-                except ValueError:
-                    pass
-                if until and until(got):
-                    return
-
-        if listen:
-            try:
-                await asyncio.wait_for(loop(), wait_s)
-            except TimeoutError:
-                pass
-    return got
 
 
 def cap(**kw) -> bytes:

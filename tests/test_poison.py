@@ -15,10 +15,9 @@ import time
 
 import aiomqtt
 import pytest
-from paho.mqtt.packettypes import PacketTypes
-from paho.mqtt.properties import Properties
 
 from tests.mqtt_util import Mosquitto, daemon_env, query, start_daemon, wait_ready, wait_until
+from tests.mqtt_util import send as mqtt_send
 
 pytestmark = pytest.mark.slow
 R = "chorus/v1"
@@ -79,32 +78,7 @@ TABLE = [
 
 async def send(port: int, items, listen: list[str], until=None, wait_s: float = 10) -> list[tuple[str, dict]]:
     """Publish over MQTT 5 (user properties where given), collect what arrives on `listen`."""
-    got: list[tuple[str, dict]] = []
-    async with aiomqtt.Client("127.0.0.1", port, protocol=aiomqtt.ProtocolVersion.V5) as c:
-        for t in listen:
-            await c.subscribe(t, qos=1)
-        for topic, payload, user in items:
-            props = None
-            if user:
-                props = Properties(PacketTypes.PUBLISH)
-                props.UserProperty = list(user.items())
-            await c.publish(topic, payload, qos=1, properties=props)
-
-        async def loop():
-            async for m in c.messages:
-                try:
-                    got.append((str(m.topic), json.loads(bytes(m.payload))))
-                except ValueError:
-                    pass
-                if until and until(got):
-                    return
-
-        if listen:
-            try:
-                await asyncio.wait_for(loop(), wait_s)
-            except TimeoutError:
-                pass
-    return got
+    return await mqtt_send(port, items, listen, wait_s, until, v5=True)
 
 
 def stored(db, ext_id: str) -> bool:
@@ -285,7 +259,9 @@ def test_fuzzed_mqtt5_messages_with_user_properties_leave_the_daemon_serving(liv
                           min_size=1, max_size=12))
     def check(batch):
         sentinel = f"fuzz-sentinel-{time.monotonic_ns()}"
-        items = [(t, p, u or None) for t, p, u in batch if _sendable(t)]
+        # a NUL or control character in a user property is a protocol error: mosquitto drops the sender
+        items = [(t, p, u or None) for t, p, u in batch
+                 if _sendable(t) and all(_sendable(k + v) for k, v in u.items())]
         asyncio.run(send(broker.port, items + [(C, cap(id=sentinel, ts=TS + 4000), None)], []))
         assert wait_until(lambda: stored(db, sentinel), 30)
         assert proc.poll() is None
