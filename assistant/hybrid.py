@@ -28,19 +28,20 @@ import numpy as np
 from assistant.chains import chain_order, chain_scores, hierarchy_scores, presence
 from assistant.config import SearchSettings
 from assistant.lexical import LexicalRetriever
-from assistant.query import Query, Retrieved, person_name
-from assistant.temporal import HOUR, Intent, read_intent
+from assistant.query import Query, Retrieved, person_name, speaks_of_self
+from assistant.temporal import CUE_WORDS, HOUR, Intent, read_intent
 from memory.clock import HouseClock
-from memory.entities import EntityMemory
+from memory.entities import EntityMemory, person_key
 from memory.events import EventStore
 from memory.lexical import LexicalIndex
 from memory.records import SEGMENT_MS, WINDOW_MS, Unit
 from memory.store import Store
-from memory.tokenize import query_tokens
+from memory.tokenize import query_tokens, tokenize
 
 POOL = 200
 INLINE_EMBED = 256  # units a question may wait to have embedded (about 3 s on 2 cores)
 RECENT_GAP_MS = 10 * 60_000  # "the last time" means an earlier occasion, not the one under way
+CUE_TOKENS = frozenset(t for w in CUE_WORDS for t in tokenize(w))
 
 
 @dataclass
@@ -128,7 +129,10 @@ class HybridRetriever:
         """The people a question names, as the entity memory keeps them."""
         if self.entities is None:
             return set()
-        return {w.lower() for w in re.findall(r"[A-Za-z]+", q.question)} & self.entities.known()
+        named = {w.lower() for w in re.findall(r"[A-Za-z]+", q.question)} & self.entities.known()
+        if q.asker and speaks_of_self(q.question):  # "who was with me": the asker was there too
+            named.add(person_key(q.asker))
+        return named
 
     def _lexical_queries(self, q: Query) -> list[dict[str, float]]:
         """One weighted query; with `options_apart`, one per option (question + that option), so
@@ -160,7 +164,8 @@ class HybridRetriever:
 
     def key_entities(self, q: Query) -> list[str]:
         """The question's rarest content words that are not people: the objects it is about."""
-        toks = [t for t in dict.fromkeys(query_tokens(q.question)) if t not in self.people() and len(t) > 1]
+        toks = [t for t in dict.fromkeys(query_tokens(q.question)) if t not in self.people() and len(t) > 1
+                and t not in CUE_TOKENS]
         ranked = sorted(toks, key=lambda t: -self.index.idf(t))
         return [t for t in ranked if self.index.idf(t) > 0][: self.s.max_entities]
 

@@ -37,6 +37,14 @@ _PART = re.compile(r"\b(this|that|yesterday|today'?s?|in the)?\s*(morning|noon|a
                    r"lunch|breakfast|dinner)\b", re.I)
 
 
+# words that say when or how often, not what: never a question's key entity
+CUE_WORDS = frozenset("""first last previous previously originally initially earliest latest beginning begin start
+    started usually always often normally typically frequently mostly habit habitually every time times again before
+    after ago just now currently recently moment moments today yesterday tomorrow tonight morning noon afternoon
+    evening night day days hour hours minute minutes week earlier later especially among compared
+    couldn't wouldn't shouldn't hasn't haven't isn't aren't wasn't weren't don't didn't doesn't can't won't""".split())
+
+
 @dataclass(frozen=True)
 class Intent:
     """lo..hi: the intended range (ms, either may be None); order: latest / earliest / spread / None;

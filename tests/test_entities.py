@@ -108,3 +108,15 @@ def test_biography_is_one_compact_line(clock):
     occ = occasions([1, 2, 3], [clock.at(1, 36000), clock.at(1, 36010), clock.at(2, 40000)], [1, 2, 1])
     line = biography("marker", occ, {1: "Jake", 2: "Alice"}, clock.label)
     assert line == "marker: seen on 2 occasion(s): DAY1 10:00 (Jake, Alice); DAY2 11:06 (Jake)"
+
+
+def test_key_entities_are_things_not_time_words(store, clock):
+    house(store, clock)
+    store.add([cap(clock, "A1_JAKE", (10, 50), "previously I could not open the jar, originally it was shut")])
+    ix = LexicalIndex(store)
+    ix.refresh()
+    r = HybridRetriever(store, clock, SearchSettings(dense=False), index=ix, entities=EntityMemory(store))
+    q = Query("Previously, Alice couldn't open the jar. Who originally helped her?", clock.at(1, 12 * 3600), ())
+    assert set(r.key_entities(q)) == {"jar", "open"}
+    me = Query("Who was with me at the whiteboard?", clock.at(1, 12 * 3600), (), asker="A1_JAKE")
+    assert r.named(me) == {"jake"}
