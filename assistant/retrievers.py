@@ -98,7 +98,7 @@ class Retrievers:
         `encoders`: those to prepare besides the configured one."""
         if lexical:
             self.index.refresh()
-            self.entities.refresh()
+        self.entities.refresh()  # the daemon's background indexer keeps it up to date for questions
         done: dict[str, int] = {}
         for enc in dict.fromkeys((self.settings.encoder, *encoders)):
             if not self.dense_ok(enc):

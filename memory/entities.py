@@ -18,6 +18,8 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+import sqlean as sqlite3
+
 from memory.records import WINDOW_MS
 from memory.store import Store
 
@@ -81,7 +83,16 @@ class EntityMemory:
         return self._known
 
     def refresh(self, batch: int = 2000) -> int:
-        """Reads the segments changed since the last refresh; returns how many."""
+        """Reads the segments changed since the last refresh; returns how many. A store that cannot
+        be written (read-only, locked past its timeout, a full disk) keeps the encounters it has:
+        logged, 0 returned, the next refresh tries again."""
+        try:
+            return self._refresh(batch)
+        except sqlite3.OperationalError as e:
+            logger.warning("entity memory not refreshed (%s); using what it holds", e)
+            return 0
+
+    def _refresh(self, batch: int) -> int:
         db, seen, top = self.store.db, self.seen_rev(), self.store.revision()
         if top == seen:
             return 0

@@ -120,3 +120,18 @@ def test_key_entities_are_things_not_time_words(store, clock):
     assert set(r.key_entities(q)) == {"jar", "open"}
     me = Query("Who was with me at the whiteboard?", clock.at(1, 12 * 3600), (), asker="A1_JAKE")
     assert r.named(me) == {"jake"}
+
+
+def test_a_store_that_cannot_be_written_keeps_its_encounters(store, clock):
+    house(store, clock)
+    em = EntityMemory(store)
+    em.refresh()
+    before = em.with_people(["lucia"])
+    store.add([cap(clock, "A4_LUCIA", (11, 30), "Lucia: 我们走吧", kind="transcript", speaker="Lucia")])
+    store.db.execute("PRAGMA query_only = ON")
+    try:
+        assert em.refresh() == 0  # logged, not raised: a question is still answered
+        assert em.with_people(["lucia"]) == before
+    finally:
+        store.db.execute("PRAGMA query_only = OFF")
+    assert em.refresh() == 1 and len(em.with_people(["lucia"])) == len(before) + 1
