@@ -79,8 +79,8 @@ class HybridRetriever:
 
     def _pool(self, q: Query, intent: Intent, agents) -> dict[int, Cand]:
         cands: dict[int, Cand] = {}
-        for weights in self._lexical_queries(q):
-            for i, sc in self.index.search(weights, k=POOL, as_of=q.as_of_ms, agents=agents):
+        for hits in self.index.search_many(self._lexical_queries(q), k=POOL, as_of=q.as_of_ms, agents=agents):
+            for i, sc in hits:
                 c = cands.setdefault(i, Cand(None))  # type: ignore[arg-type]
                 c.lex = max(c.lex, sc)
         if self.s.entities:
@@ -93,8 +93,16 @@ class HybridRetriever:
                 for i, sim in self.vectors.search(qv, k=POOL, as_of=q.as_of_ms, agents=agents):
                     c = cands.setdefault(i, Cand(None))  # type: ignore[arg-type]
                     c.dense = max(c.dense, sim)
-        units = self.store.units(list(cands))
-        return {i: replace(c, unit=units[i]) for i, c in cands.items() if i in units}
+        spans = self._spans(list(cands))
+        return {i: replace(c, unit=u) for i, c in cands.items() if (u := spans.get(i)) is not None}
+
+    def _spans(self, ids: list[int]) -> dict[int, Unit]:
+        """The candidates as units without text (ranking needs agent and time; the chosen few are
+        read in full at the end), from the lexical index in memory; SQL for any it lacks."""
+        names = self.store.agents()
+        out = {i: Unit(i, names[a], s, s + SEGMENT_MS, "") for i, (a, s) in self.index.spans(ids).items()}
+        missing = [i for i in ids if i not in out]
+        return out | self.store.spans(missing) if missing else out
 
     def _lexical_queries(self, q: Query) -> list[dict[str, float]]:
         """One weighted query; with `options_apart`, one per option (question + that option), so
@@ -208,7 +216,8 @@ class HybridRetriever:
         self._score(q, intent, cands)
         ranked = sorted(cands.values(), key=lambda c: (-c.score, c.unit.start_ms))
         chosen = self._select(ranked, intent, q)
-        units = [replace(c.unit, score=round(c.score, 4)) for c in chosen]
+        full = self.store.units([c.unit.id for c in chosen])
+        units = [replace(full[c.unit.id], score=round(c.score, 4)) for c in chosen if c.unit.id in full]
         notes = {"intent": list(intent.cues), "entities": self.key_entities(q) if self.s.entities else []}
         return Retrieved(units, {"retrieval": (time.perf_counter() - t0) * 1000}, notes)
 

@@ -179,7 +179,7 @@ class Daemon:
                 tg.create_task(self._scheduler(), name="consolidation")
                 tg.create_task(self._stats(), name="stats")
                 tg.create_task(self._indexer(retrievers), name="indexer")
-                tg.create_task(self._ready_and_watchdog(llm.name), name="watchdog")
+                tg.create_task(self._ready_and_watchdog(llm.name, retrievers.store), name="watchdog")
                 tg.create_task(self._forget_idle(), name="forget-idle")
                 for name, job in outlook.jobs(self, asking):  # the web page, Home Assistant discovery
                     tg.create_task(job, name=name)
@@ -319,10 +319,14 @@ class Daemon:
             self.link.publish(self.link.topics.stats, json.dumps(self.stats()).encode(), qos=0)
             await asyncio.sleep(self.settings.daemon.stats_every_s)
 
-    async def _ready_and_watchdog(self, model: str) -> None:
+    async def _ready_and_watchdog(self, model: str, store) -> None:
         await self.link.connected.wait()
         notify(f"READY=1\nSTATUS=serving; model {model}")
-        logger.info("ready: model %s, memory %s", model, self.db)
+        from daemon.readiness import backlog, ready_lines
+
+        r = self.settings.retrieval
+        for line in ready_lines(model, self.db, await asyncio.to_thread(backlog, store, r.encoder, r.dense)):
+            logger.info("%s", line)
         period = watchdog_period_s()
         while period:
             await asyncio.sleep(period)

@@ -64,10 +64,20 @@ class Shard:
     asof: np.ndarray
     bm25: bm25s.BM25
     df: dict[str, int] = field(default_factory=dict)
+    by_id: np.ndarray | None = None  # argsort of ids, made on first `LexicalIndex.spans`
 
     @property
     def n(self) -> int:
         return len(self.ids)
+
+    def rows_of(self, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(positions in `ids` found here, their rows in this shard)."""
+        if self.by_id is None:
+            self.by_id = np.argsort(self.ids, kind="stable")
+        sorted_ids = self.ids[self.by_id]
+        pos = np.minimum(np.searchsorted(sorted_ids, ids), len(sorted_ids) - 1)
+        found = np.flatnonzero(sorted_ids[pos] == ids)
+        return found, self.by_id[pos[found]]
 
     def column(self, token: str) -> tuple[np.ndarray, np.ndarray] | None:
         j = self.bm25.vocab_dict.get(token)
@@ -167,6 +177,20 @@ class LexicalIndex:
                 out.update(shard.ids[col[0]].tolist())
         return out
 
+    def spans(self, ids) -> dict[int, tuple[int, int]]:
+        """{id: (agent id, start ms)} of the rows indexed, from the shards in memory: the ranking of a
+        question's hundreds of candidates needs no SQL (ids not indexed are left out)."""
+        want = np.asarray(list(ids), dtype=np.int64)
+        out: dict[int, tuple[int, int]] = {}
+        if not len(want):
+            return out
+        for shard in self.shards.values():
+            if shard.n:
+                found, rows = shard.rows_of(want)
+                out.update(zip(want[found].tolist(), zip(shard.agents[rows].tolist(), shard.starts[rows].tolist(),
+                                                          strict=True), strict=True))
+        return out
+
     def search(
         self,
         tokens: Iterable[str] | Mapping[str, float],
@@ -214,6 +238,53 @@ class LexicalIndex:
             found.extend((float(scores[i]), int(shard.ids[i])) for i in cand)
         found.sort(key=lambda x: (-x[0], x[1]))
         return [(i, s) for s, i in found[:k]]
+
+    def search_many(self, queries: list[Mapping[str, float]], *, k: int = 15, as_of: int | None = None,
+                    agents: Iterable[int] | None = None) -> list[list[tuple[int, float]]]:
+        """`search` of several weighted queries at once (a question with each of its options): each
+        shard's postings, filters and the terms all queries share with one weight are computed once."""
+        ws = [_weights(q) for q in queries]
+        out: list[list[tuple[float, int]]] = [[] for _ in ws]
+        tokens = set().union(*ws) if ws else set()
+        if not tokens or not self.shards:
+            return [[] for _ in ws]
+        n_all = sum(s.n for s in self.shards.values())
+        gidf = {t: _idf(n_all, sum(s.df.get(t, 0) for s in self.shards.values())) for t in tokens}
+        common = {t: w for t, w in ws[0].items() if all(x.get(t) == w for x in ws[1:])}
+        agent_arr = np.array(sorted(set(agents)), dtype=np.int32) if agents is not None else None
+        for key, shard in self.shards.items():
+            if as_of is not None and key * DAY_MS > as_of:
+                continue
+            cols = {}
+            for t in tokens:
+                col = shard.column(t)
+                if col is not None:
+                    cols[t] = (col[0], col[1] * np.float32(gidf[t] / _idf(shard.n, shard.df[t])))
+            if not cols:
+                continue
+            base = np.zeros(shard.n, dtype=np.float32)
+            for t, w in common.items():
+                if t in cols:
+                    base[cols[t][0]] += cols[t][1] * np.float32(w)
+            keep = None
+            if as_of is not None and shard.asof.max(initial=0) > as_of:
+                keep = shard.asof <= as_of
+            if agent_arr is not None:
+                m = np.isin(shard.agents, agent_arr)
+                keep = m if keep is None else keep & m
+            for qi, w in enumerate(ws):
+                scores = base.copy()
+                for t, wt in w.items():
+                    if t not in common and t in cols:
+                        scores[cols[t][0]] += cols[t][1] * np.float32(wt)
+                mask = scores > 0
+                if keep is not None:
+                    mask &= keep
+                cand = np.flatnonzero(mask)
+                if len(cand) > k:
+                    cand = cand[np.argpartition(-scores[cand], k - 1)[:k]]
+                out[qi].extend(zip(scores[cand].tolist(), shard.ids[cand].tolist(), strict=True))
+        return [[(i, s) for s, i in sorted(f, key=lambda x: (-x[0], x[1]))[:k]] for f in out]
 
     # -- persistence --------------------------------------------------------------------
     def _load(self) -> None:
