@@ -20,6 +20,7 @@ from __future__ import annotations
 import math
 import time
 from collections import defaultdict
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -35,6 +36,7 @@ from memory.store import Store
 from memory.tokenize import query_tokens
 
 POOL = 200
+_ENCODING = ThreadPoolExecutor(1, thread_name_prefix="query-encoder")  # one question's vector at a time
 INLINE_EMBED = 256  # units a question may wait to have embedded (about 3 s on 2 cores)
 RECENT_GAP_MS = 10 * 60_000  # "the last time" means an earlier occasion, not the one under way
 
@@ -79,6 +81,7 @@ class HybridRetriever:
 
     def _pool(self, q: Query, intent: Intent, agents) -> dict[int, Cand]:
         cands: dict[int, Cand] = {}
+        dense = self._dense_queries_soon(q)  # the encoder runs (GIL released) while BM25 does
         for hits in self.index.search_many(self._lexical_queries(q), k=POOL, as_of=q.as_of_ms, agents=agents):
             for i, sc in hits:
                 c = cands.setdefault(i, Cand(None))  # type: ignore[arg-type]
@@ -88,13 +91,15 @@ class HybridRetriever:
             for i, sc in self._entity_search(q, intent, agents):
                 c = cands.setdefault(i, Cand(None))  # type: ignore[arg-type]
                 c.lex = max(c.lex, sc * self.s.entity_search_weight)
-        if self.s.dense and self.vectors is not None and self.embedder is not None:
-            for qv in self._dense_queries(q):
+        if dense is not None:
+            for qv in dense.result():
                 for i, sim in self.vectors.search(qv, k=POOL, as_of=q.as_of_ms, agents=agents):
                     c = cands.setdefault(i, Cand(None))  # type: ignore[arg-type]
                     c.dense = max(c.dense, sim)
         spans = self._spans(list(cands))
-        return {i: replace(c, unit=u) for i, c in cands.items() if (u := spans.get(i)) is not None}
+        for i, c in cands.items():
+            c.unit = spans.get(i)  # type: ignore[assignment]
+        return {i: c for i, c in cands.items() if c.unit is not None}
 
     def _spans(self, ids: list[int]) -> dict[int, Unit]:
         """The candidates as units without text (ranking needs agent and time; the chosen few are
@@ -125,6 +130,12 @@ class HybridRetriever:
         self.event_vectors.refresh(limit=INLINE_EMBED)
         dense = self.event_vectors.search(self._dense_queries(q)[0], k=k, as_of=q.as_of_ms)
         return fuse(lexical, dense, self.s.dense_weight)[:k]
+
+    def _dense_queries_soon(self, q: Query) -> Future | None:
+        """`_dense_queries` started in a worker thread (None with dense search off)."""
+        if not (self.s.dense and self.vectors is not None and self.embedder is not None):
+            return None
+        return _ENCODING.submit(self._dense_queries, q)
 
     def _dense_queries(self, q: Query) -> list:
         """One vector for the question with its options (a vector per option costs a search each

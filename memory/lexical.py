@@ -64,20 +64,10 @@ class Shard:
     asof: np.ndarray
     bm25: bm25s.BM25
     df: dict[str, int] = field(default_factory=dict)
-    by_id: np.ndarray | None = None  # argsort of ids, made on first `LexicalIndex.spans`
 
     @property
     def n(self) -> int:
         return len(self.ids)
-
-    def rows_of(self, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(positions in `ids` found here, their rows in this shard)."""
-        if self.by_id is None:
-            self.by_id = np.argsort(self.ids, kind="stable")
-        sorted_ids = self.ids[self.by_id]
-        pos = np.minimum(np.searchsorted(sorted_ids, ids), len(sorted_ids) - 1)
-        found = np.flatnonzero(sorted_ids[pos] == ids)
-        return found, self.by_id[pos[found]]
 
     def column(self, token: str) -> tuple[np.ndarray, np.ndarray] | None:
         j = self.bm25.vocab_dict.get(token)
@@ -102,6 +92,7 @@ class LexicalIndex:
         self.seen_rev = 0
         self.last_refresh: dict = {}
         self._unsaved = False  # a shard could not be saved: the manifest on disk must stay older
+        self._by_id: tuple[np.ndarray, np.ndarray] | None = None  # agent and start by row id (`spans`)
         self._load()
 
     # -- building -----------------------------------------------------------------------
@@ -113,6 +104,7 @@ class LexicalIndex:
         t0 = time.perf_counter()
         src = self.source
         if rev < self.seen_rev:  # a different or rebuilt database: start over
+            self._by_id = None
             self.shards.clear()
             self.seen_rev = 0
         keys = [
@@ -123,6 +115,8 @@ class LexicalIndex:
         ]
         for key in keys:
             self._build(key, rev)
+        if keys:
+            self._by_id = None
         self.seen_rev = rev
         self._save_manifest()
         self.last_refresh = {"shards": keys, "seconds": time.perf_counter() - t0}
@@ -131,6 +125,7 @@ class LexicalIndex:
         return keys
 
     def rebuild(self) -> None:
+        self._by_id = None
         self.shards.clear()
         self.seen_rev = 0
         if self.folder and self.folder.exists():
@@ -178,18 +173,17 @@ class LexicalIndex:
         return out
 
     def spans(self, ids) -> dict[int, tuple[int, int]]:
-        """{id: (agent id, start ms)} of the rows indexed, from the shards in memory: the ranking of a
-        question's hundreds of candidates needs no SQL (ids not indexed are left out)."""
+        """{id: (agent id, start ms)} of the rows indexed, from arrays in memory indexed by id (made
+        again after a refresh that changed a shard): ranking a question's hundreds of candidates
+        needs no SQL. Ids not indexed are left out."""
+        if self._by_id is None:
+            self._by_id = _by_id(self.shards.values())
+        agent_of, start_of = self._by_id
         want = np.asarray(list(ids), dtype=np.int64)
-        out: dict[int, tuple[int, int]] = {}
-        if not len(want):
-            return out
-        for shard in self.shards.values():
-            if shard.n:
-                found, rows = shard.rows_of(want)
-                out.update(zip(want[found].tolist(), zip(shard.agents[rows].tolist(), shard.starts[rows].tolist(),
-                                                          strict=True), strict=True))
-        return out
+        want = want[(want >= 0) & (want < len(agent_of))]
+        want = want[agent_of[want] >= 0]
+        return dict(zip(want.tolist(), zip(agent_of[want].tolist(), start_of[want].tolist(), strict=True),
+                        strict=True))
 
     def search(
         self,
@@ -390,6 +384,16 @@ def _sync_dir(folder: Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def _by_id(shards) -> tuple[np.ndarray, np.ndarray]:
+    """(agent id, start ms) arrays indexed by row id; -1 where no row."""
+    shards = [s for s in shards if s.n]
+    top = max((int(s.ids.max()) for s in shards), default=-1) + 1
+    agent_of, start_of = np.full(top, -1, np.int32), np.zeros(top, np.int64)
+    for s in shards:
+        agent_of[s.ids], start_of[s.ids] = s.agents, s.starts
+    return agent_of, start_of
 
 
 def _fill_df(shard: Shard) -> None:

@@ -41,13 +41,14 @@ def sign_bits(vecs: np.ndarray) -> np.ndarray:
 class _Block:
     """The rows of one day: capacity grows by doubling; a removed row is marked dead, not moved."""
 
-    def __init__(self, dim: int):
-        self.vecs = np.zeros((64, dim), np.float32)
-        self.codes = np.zeros((64, (dim + 63) // 64), np.uint64)
-        self.ids = np.zeros(64, np.int64)
-        self.asof = np.zeros(64, np.int64)
-        self.agents = np.zeros(64, np.int32)
-        self.alive = np.zeros(64, bool)
+    def __init__(self, dim: int, cap: int = 64):
+        cap = max(64, cap)
+        self.vecs = np.zeros((cap, dim), np.float32)
+        self.codes = np.zeros((cap, (dim + 63) // 64), np.uint64)
+        self.ids = np.zeros(cap, np.int64)
+        self.asof = np.zeros(cap, np.int64)
+        self.agents = np.zeros(cap, np.int32)
+        self.alive = np.zeros(cap, bool)
         self.n = 0
         self.dead = 0
         self.lo = self.hi = 0  # as-of range of the rows ever added
@@ -115,6 +116,26 @@ class VectorMatrix:
         self.blocks.clear()
         self.where.clear()
         self.rev = -1
+
+    def load(self, rows: Iterable[tuple[int, bytes, int, int]]) -> None:
+        """Fills an empty mirror at once (the rows of a whole table): vectorised, day by day."""
+        rows = list(rows)
+        if not rows:
+            return
+        ids = np.fromiter((r[0] for r in rows), np.int64, len(rows))
+        asof = np.fromiter((r[2] for r in rows), np.int64, len(rows))
+        agents = np.fromiter((r[3] for r in rows), np.int32, len(rows))
+        vecs = np.frombuffer(b"".join(r[1] for r in rows), np.float32).reshape(len(rows), self.dim)
+        vecs = vecs / np.maximum(np.linalg.norm(vecs, axis=1, keepdims=True), 1e-12)
+        days = asof // DAY_MS
+        for key in np.unique(days).tolist():
+            sel = np.flatnonzero(days == key)
+            b = self.blocks[key] = _Block(self.dim, len(sel))
+            b.vecs[:len(sel)], b.codes[:len(sel)] = vecs[sel], sign_bits(vecs[sel])
+            b.ids[:len(sel)], b.asof[:len(sel)], b.agents[:len(sel)] = ids[sel], asof[sel], agents[sel]
+            b.alive[:len(sel)] = True
+            b.n, b.lo, b.hi = len(sel), int(asof[sel].min()), int(asof[sel].max())
+            self.where.update(zip(ids[sel].tolist(), ((key, r) for r in range(len(sel))), strict=True))
 
     def upsert(self, rows: Iterable[tuple[int, bytes | np.ndarray, int, int]]) -> None:
         """(id, float32 vector or its bytes, as-of ms, agent id) rows; an id already held is replaced."""

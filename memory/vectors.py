@@ -141,7 +141,7 @@ class VectorIndex:
         t0 = time.perf_counter()
         if m.rev < 0 or rev < m.rev:
             m.clear()
-            m.upsert(db.execute(f"SELECT rowid, embedding, asof_ms, agent_id FROM {self.table}"))
+            m.load(db.execute(f"SELECT rowid, embedding, asof_ms, agent_id FROM {self.table}"))
             logger.info("%s: %d vectors in memory (%.0f MB) in %.2f s", self.name, len(m), m.nbytes() / 1e6,
                         time.perf_counter() - t0)
         else:
