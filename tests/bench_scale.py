@@ -28,7 +28,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import shutil
 import subprocess
 import sys
@@ -141,7 +140,9 @@ def measure(dst: Path, items, clock, settings, embed_rate: float, n_vec: int) ->
     seg.refresh()
     seg.search(e.embed(["screwdriver"])[0], k=5)
     vec_refresh = time.perf_counter() - t0
-    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # this process serves one size only
+    # the peak of this process's own memory (ru_maxrss would carry the parent's across exec)
+    status = dict(line.split(":", 1) for line in Path("/proc/self/status").read_text().splitlines() if ":" in line)
+    rss = int(status["VmHWM"].split()[0]) / 1024
     idx = sum(f.stat().st_size for f in Path(str(dst) + ".index").rglob("*") if f.is_file())
     out = {
         "retrieval_p50_ms": round(float(np.percentile(lat, 50)), 1),

@@ -133,5 +133,6 @@ def test_search_many_is_search_of_each_query(store):
         many = ix.search_many(queries, k=25, as_of=as_of, agents=agents)
         for q, got in zip(queries, many, strict=True):
             want = ix.search(q, k=25, as_of=as_of, agents=agents)
-            assert [i for i, _ in got] == [i for i, _ in want]
             assert np.allclose([s for _, s in got], [s for _, s in want], rtol=1e-5)
+            cut = want[-1][1] + 1e-5  # rows tied at the k-th score may be either (the texts repeat)
+            assert {i for i, s in got if s > cut} == {i for i, s in want if s > cut}

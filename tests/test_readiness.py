@@ -65,6 +65,26 @@ def test_ready_lines_say_how_to_ask_and_what_is_queued():
     assert text.splitlines()[-1] == "daemon      online at h:1, pid 7, model tiny"
 
 
+def test_a_question_during_catch_up_does_not_wait_for_the_backlog(slice_db, clock, tmp_path):
+    """More new units than a question may embed inline: it is answered from BM25 and the vectors
+    there are, and the backlog is left whole to the background indexer."""
+    from assistant.config import SearchSettings
+    from assistant.query import Query
+    from assistant.retrievers import Retrievers
+    from memory.store import Store
+
+    db = tmp_path / "catch-up.sqlite"
+    shutil.copy(slice_db, db)
+    pool = Retrievers(Store(db), clock, SearchSettings())
+    seg, _ = pool.vectors()
+    waiting = seg.pending()
+    assert waiting > 256
+    got = pool.make("default").retrieve(Query("Who used the screwdriver first?", clock.parse("DAY1 12:30"),
+                                              ("Tasha", "Alice", "Shure", "Lucia"), asker="A1_JAKE"))
+    assert got.units and seg.pending() == waiting
+    assert backlog(pool.store).units >= waiting
+
+
 @pytest.mark.slow
 def test_first_start_logs_ready_with_the_backlog_and_answers_during_catch_up(slice_db, tmp_path):
     """An imported memory with no vectors: the daemon says it is ready, how to ask and what it will
