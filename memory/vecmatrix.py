@@ -38,6 +38,16 @@ def sign_bits(vecs: np.ndarray) -> np.ndarray:
     return bits.view(np.uint64)
 
 
+_BITS = np.array([bin(i).count("1") for i in range(256)], np.uint8)
+
+
+def _popcount(words: np.ndarray) -> np.ndarray:
+    """Set bits per uint64 ([n, w] -> [n, w]; numpy < 2 has no `bitwise_count`: a byte table)."""
+    if hasattr(np, "bitwise_count"):
+        return np.bitwise_count(words)
+    return _BITS[words.view(np.uint8)].reshape(*words.shape, 8).sum(axis=-1, dtype=np.uint8)
+
+
 class _Block:
     """The rows of one day: capacity grows by doubling; a removed row is marked dead, not moved."""
 
@@ -94,7 +104,7 @@ class _Block:
 
     def hamming(self, qbits: np.ndarray, rows: np.ndarray | None) -> np.ndarray:
         codes = self.codes[:self.n] if rows is None else self.codes[rows]
-        return np.bitwise_count(codes ^ qbits).sum(axis=1, dtype=np.int32)
+        return _popcount(codes ^ qbits).sum(axis=1, dtype=np.int32)
 
 
 class VectorMatrix:
