@@ -21,6 +21,7 @@ import math
 import re
 import time
 from collections import defaultdict
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -39,6 +40,7 @@ from memory.store import Store
 from memory.tokenize import query_tokens, tokenize
 
 POOL = 200
+_ENCODING = ThreadPoolExecutor(1, thread_name_prefix="query-encoder")  # one question's vector at a time
 INLINE_EMBED = 256  # units a question may wait to have embedded (about 3 s on 2 cores)
 RECENT_GAP_MS = 10 * 60_000  # "the last time" means an earlier occasion, not the one under way
 CUE_TOKENS = frozenset(t for w in CUE_WORDS for t in tokenize(w))
@@ -91,8 +93,9 @@ class HybridRetriever:
 
     def _pool(self, q: Query, intent: Intent, agents) -> dict[int, Cand]:
         cands: dict[int, Cand] = {}
-        for weights in self._lexical_queries(q):
-            for i, sc in self.index.search(weights, k=POOL, as_of=q.as_of_ms, agents=agents):
+        dense = self._dense_queries_soon(q)  # the encoder runs (GIL released) while BM25 does
+        for hits in self.index.search_many(self._lexical_queries(q), k=POOL, as_of=q.as_of_ms, agents=agents):
+            for i, sc in hits:
                 c = cands.setdefault(i, Cand(None))  # type: ignore[arg-type]
                 c.lex = max(c.lex, sc)
         if self.s.entities:
@@ -100,14 +103,24 @@ class HybridRetriever:
             for i, sc in self._entity_search(q, intent, agents):
                 c = cands.setdefault(i, Cand(None))  # type: ignore[arg-type]
                 c.lex = max(c.lex, sc * self.s.entity_search_weight)
-        if self.s.dense and self.vectors is not None and self.embedder is not None:
-            for qv in self._dense_queries(q):
+        if dense is not None:
+            for qv in dense.result():
                 for i, sim in self.vectors.search(qv, k=POOL, as_of=q.as_of_ms, agents=agents):
                     c = cands.setdefault(i, Cand(None))  # type: ignore[arg-type]
                     c.dense = max(c.dense, sim)
         self._ways_in(q, intent, agents, cands)
-        units = self.store.units(list(cands))
-        return {i: replace(c, unit=units[i]) for i, c in cands.items() if i in units}
+        spans = self._spans(list(cands))
+        for i, c in cands.items():
+            c.unit = spans.get(i)  # type: ignore[assignment]
+        return {i: c for i, c in cands.items() if c.unit is not None}
+
+    def _spans(self, ids: list[int]) -> dict[int, Unit]:
+        """The candidates as units without text (ranking needs agent and time; the chosen few are
+        read in full at the end), from the lexical index in memory; SQL for any it lacks."""
+        names = self.store.agents()
+        out = {i: Unit(i, names[a], s, s + SEGMENT_MS, "") for i, (a, s) in self.index.spans(ids).items()}
+        missing = [i for i in ids if i not in out]
+        return out | self.store.spans(missing) if missing else out
 
     def _ways_in(self, q: Query, intent: Intent, agents, cands: dict[int, Cand]) -> None:
         """Candidates by the entity chain and the events above the units; the people present."""
@@ -155,6 +168,12 @@ class HybridRetriever:
         self.event_vectors.refresh(limit=INLINE_EMBED)
         dense = self.event_vectors.search(self._dense_queries(q)[0], k=k, as_of=q.as_of_ms)
         return fuse(lexical, dense, self.s.dense_weight)[:k]
+
+    def _dense_queries_soon(self, q: Query) -> Future | None:
+        """`_dense_queries` started in a worker thread (None with dense search off)."""
+        if not (self.s.dense and self.vectors is not None and self.embedder is not None):
+            return None
+        return _ENCODING.submit(self._dense_queries, q)
 
     def _dense_queries(self, q: Query) -> list:
         """One vector for the question with its options (a vector per option costs a search each
@@ -253,7 +272,8 @@ class HybridRetriever:
         self._score(q, intent, cands)
         ranked = sorted(cands.values(), key=lambda c: (-c.score, c.unit.start_ms))
         chosen = self._select(ranked, intent, q)
-        units = [replace(c.unit, score=round(c.score, 4)) for c in chosen]
+        full = self.store.units([c.unit.id for c in chosen])
+        units = [replace(full[c.unit.id], score=round(c.score, 4)) for c in chosen if c.unit.id in full]
         notes = {"intent": list(intent.cues), "entities": self.key_entities(q) if self.s.entities else []}
         return Retrieved(units, {"retrieval": (time.perf_counter() - t0) * 1000}, notes)
 

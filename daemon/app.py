@@ -178,8 +178,8 @@ class Daemon:
                     tg.create_task(self.seeing.retain(), name="frame-retention")
                 tg.create_task(self._scheduler(), name="consolidation")
                 tg.create_task(self._stats(), name="stats")
-                tg.create_task(self._indexer(retrievers), name="indexer")
-                tg.create_task(self._ready_and_watchdog(llm.name), name="watchdog")
+                tg.create_task(self._indexer(retrievers, asking), name="indexer")
+                tg.create_task(self._ready_and_watchdog(llm.name, retrievers.store), name="watchdog")
                 tg.create_task(self._forget_idle(), name="forget-idle")
                 for name, job in outlook.jobs(self, asking):  # the web page, Home Assistant discovery
                     tg.create_task(job, name=name)
@@ -259,9 +259,10 @@ class Daemon:
         if any(r.status == "preempted" for r in results):
             self._kick.set()
 
-    async def _indexer(self, retrievers) -> None:
+    async def _indexer(self, retrievers, asking) -> None:
         """Embeds new units in the background, on a connection of its own, so that a question
-        never waits for a backlog (at start-up: whatever arrived while the daemon was down)."""
+        never waits for a backlog (at start-up: whatever arrived while the daemon was down); it
+        stops at its next batch while a question is answered, leaving the cores to the answer."""
         from assistant.retrievers import Retrievers
 
         if not await asyncio.to_thread(retrievers.dense_ok):
@@ -270,7 +271,8 @@ class Daemon:
                           embedder_factory=lambda: retrievers.vectors()[1])
         while True:
             try:
-                done = await asyncio.to_thread(mine.prepare, lexical=False, stop=self.closing.is_set, batch=32)
+                done = await asyncio.to_thread(mine.prepare, lexical=False, batch=32,
+                                               stop=lambda: self.closing.is_set() or asking.busy)
                 if any(done.values()):
                     logger.info("embedded %s", done)
             except Exception as e:  # a full disk: the vectors wait, the daemon keeps serving
@@ -319,10 +321,14 @@ class Daemon:
             self.link.publish(self.link.topics.stats, json.dumps(self.stats()).encode(), qos=0)
             await asyncio.sleep(self.settings.daemon.stats_every_s)
 
-    async def _ready_and_watchdog(self, model: str) -> None:
+    async def _ready_and_watchdog(self, model: str, store) -> None:
         await self.link.connected.wait()
         notify(f"READY=1\nSTATUS=serving; model {model}")
-        logger.info("ready: model %s, memory %s", model, self.db)
+        from daemon.readiness import backlog, ready_lines
+
+        r = self.settings.retrieval
+        for line in ready_lines(model, self.db, await asyncio.to_thread(backlog, store, r.encoder, r.dense)):
+            logger.info("%s", line)
         period = watchdog_period_s()
         while period:
             await asyncio.sleep(period)

@@ -122,17 +122,16 @@ def cmd_status(args) -> int:
 
     m = settings.mqtt
     daemon = asyncio.run(daemon_status(m.host or "127.0.0.1", m.port, m.root, conn=wiring.client_kwargs(settings)))
+    from daemon.readiness import backlog, status_text
     from memory.events import EventStore
 
     pending = EventStore(store).pending_count()
     data = {"db": store.path, "counts": counts, "windows_pending": pending,
             "agents": list(store.agents().values()),
             "first": clock.iso(first) if first else None, "last": clock.iso(last) if last else None,
-            "daemon": daemon}
-    span = f"{clock.label(first)} .. {clock.label(last)}" if first else "empty"
-    who = (f"daemon {daemon.get('status', 'unknown')} at {m.host or '127.0.0.1'}:{m.port}" if daemon is not None
-           else "no broker reachable")
-    out(args, data, f"{store.path}: {counts}, {pending} window(s) pending ({span}); {who}")
+            "daemon": daemon, "broker": f"{m.host or '127.0.0.1'}:{m.port}",
+            "backlog": backlog(store, settings.retrieval.encoder, settings.retrieval.dense).as_dict()}
+    out(args, data, status_text(data | {"first": first and clock.label(first), "last": last and clock.label(last)}))
     return 0
 
 

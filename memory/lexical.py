@@ -92,6 +92,7 @@ class LexicalIndex:
         self.seen_rev = 0
         self.last_refresh: dict = {}
         self._unsaved = False  # a shard could not be saved: the manifest on disk must stay older
+        self._by_id: tuple[np.ndarray, np.ndarray] | None = None  # agent and start by row id (`spans`)
         self._load()
 
     # -- building -----------------------------------------------------------------------
@@ -103,6 +104,7 @@ class LexicalIndex:
         t0 = time.perf_counter()
         src = self.source
         if rev < self.seen_rev:  # a different or rebuilt database: start over
+            self._by_id = None
             self.shards.clear()
             self.seen_rev = 0
         keys = [
@@ -113,6 +115,8 @@ class LexicalIndex:
         ]
         for key in keys:
             self._build(key, rev)
+        if keys:
+            self._by_id = None
         self.seen_rev = rev
         self._save_manifest()
         self.last_refresh = {"shards": keys, "seconds": time.perf_counter() - t0}
@@ -121,6 +125,7 @@ class LexicalIndex:
         return keys
 
     def rebuild(self) -> None:
+        self._by_id = None
         self.shards.clear()
         self.seen_rev = 0
         if self.folder and self.folder.exists():
@@ -197,6 +202,19 @@ class LexicalIndex:
         order = np.argsort(starts, kind="stable")
         return ids[order], starts[order], ags[order]
 
+    def spans(self, ids) -> dict[int, tuple[int, int]]:
+        """{id: (agent id, start ms)} of the rows indexed, from arrays in memory indexed by id (made
+        again after a refresh that changed a shard): ranking a question's hundreds of candidates
+        needs no SQL. Ids not indexed are left out."""
+        if self._by_id is None:
+            self._by_id = _by_id(self.shards.values())
+        agent_of, start_of = self._by_id
+        want = np.asarray(list(ids), dtype=np.int64)
+        want = want[(want >= 0) & (want < len(agent_of))]
+        want = want[agent_of[want] >= 0]
+        return dict(zip(want.tolist(), zip(agent_of[want].tolist(), start_of[want].tolist(), strict=True),
+                        strict=True))
+
     def search(
         self,
         tokens: Iterable[str] | Mapping[str, float],
@@ -244,6 +262,53 @@ class LexicalIndex:
             found.extend((float(scores[i]), int(shard.ids[i])) for i in cand)
         found.sort(key=lambda x: (-x[0], x[1]))
         return [(i, s) for s, i in found[:k]]
+
+    def search_many(self, queries: list[Mapping[str, float]], *, k: int = 15, as_of: int | None = None,
+                    agents: Iterable[int] | None = None) -> list[list[tuple[int, float]]]:
+        """`search` of several weighted queries at once (a question with each of its options): each
+        shard's postings, filters and the terms all queries share with one weight are computed once."""
+        ws = [_weights(q) for q in queries]
+        out: list[list[tuple[float, int]]] = [[] for _ in ws]
+        tokens = set().union(*ws) if ws else set()
+        if not tokens or not self.shards:
+            return [[] for _ in ws]
+        n_all = sum(s.n for s in self.shards.values())
+        gidf = {t: _idf(n_all, sum(s.df.get(t, 0) for s in self.shards.values())) for t in tokens}
+        common = {t: w for t, w in ws[0].items() if all(x.get(t) == w for x in ws[1:])}
+        agent_arr = np.array(sorted(set(agents)), dtype=np.int32) if agents is not None else None
+        for key, shard in self.shards.items():
+            if as_of is not None and key * DAY_MS > as_of:
+                continue
+            cols = {}
+            for t in tokens:
+                col = shard.column(t)
+                if col is not None:
+                    cols[t] = (col[0], col[1] * np.float32(gidf[t] / _idf(shard.n, shard.df[t])))
+            if not cols:
+                continue
+            base = np.zeros(shard.n, dtype=np.float32)
+            for t, w in common.items():
+                if t in cols:
+                    base[cols[t][0]] += cols[t][1] * np.float32(w)
+            keep = None
+            if as_of is not None and shard.asof.max(initial=0) > as_of:
+                keep = shard.asof <= as_of
+            if agent_arr is not None:
+                m = np.isin(shard.agents, agent_arr)
+                keep = m if keep is None else keep & m
+            for qi, w in enumerate(ws):
+                scores = base.copy()
+                for t, wt in w.items():
+                    if t not in common and t in cols:
+                        scores[cols[t][0]] += cols[t][1] * np.float32(wt)
+                mask = scores > 0
+                if keep is not None:
+                    mask &= keep
+                cand = np.flatnonzero(mask)
+                if len(cand) > k:
+                    cand = cand[np.argpartition(-scores[cand], k - 1)[:k]]
+                out[qi].extend(zip(scores[cand].tolist(), shard.ids[cand].tolist(), strict=True))
+        return [[(i, s) for s, i in sorted(f, key=lambda x: (-x[0], x[1]))[:k]] for f in out]
 
     # -- persistence --------------------------------------------------------------------
     def _load(self) -> None:
@@ -349,6 +414,16 @@ def _sync_dir(folder: Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def _by_id(shards) -> tuple[np.ndarray, np.ndarray]:
+    """(agent id, start ms) arrays indexed by row id; -1 where no row."""
+    shards = [s for s in shards if s.n]
+    top = max((int(s.ids.max()) for s in shards), default=-1) + 1
+    agent_of, start_of = np.full(top, -1, np.int32), np.zeros(top, np.int64)
+    for s in shards:
+        agent_of[s.ids], start_of[s.ids] = s.agents, s.starts
+    return agent_of, start_of
 
 
 def _fill_df(shard: Shard) -> None:

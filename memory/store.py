@@ -191,6 +191,19 @@ class Store:
                 out[r["id"]] = Unit(r["id"], names[r["agent_id"]], r["start_ms"], r["end_ms"], r["text"], obs)
         return out
 
+    def spans(self, ids: Sequence[int]) -> dict[int, Unit]:
+        """Segments by id without their text and observations (empty): what ranking needs of the
+        hundreds of candidates of a question; `units` then reads the few chosen in full."""
+        names = self.agents()
+        out: dict[int, Unit] = {}
+        for chunk in _chunks(list(ids), 500):
+            for i, a, s, e in self.db.execute(
+                f"SELECT id, agent_id, start_ms, end_ms FROM segments WHERE id IN ({','.join('?' * len(chunk))})",
+                tuple(chunk),
+            ):
+                out[i] = Unit(i, names[a], s, e, "")
+        return out
+
     def busiest_agents(self, before_ms: int, limit: int) -> list[str]:
         """The `limit` agents with the most segments starting before `before_ms`, most first."""
         return [r[0] for r in self.db.execute(

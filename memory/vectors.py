@@ -6,11 +6,16 @@ metadata columns, so a k-nearest query filters "recorded before as_of" inside sq
 embedding function is passed in (memory imports no model code); `vector_indices` records which
 model wrote the vectors and up to which revision, so a changed model rebuilds and a refresh
 embeds only rows changed since. Units with no text the encoder can read get no vector.
+
+Searches read a mirror of the table in memory (`memory/vecmatrix.py`: one float32 matrix per day,
+filtered by as-of and agent with numpy), brought up to the table's revision before each search;
+the vec0 table stays the durable copy and the one other processes read.
 """
 
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Callable, Sequence
 
@@ -21,10 +26,11 @@ from memory.db import is_full
 from memory.lexical import EVENTS, SEGMENTS, Source
 from memory.store import Store
 from memory.tokenize import english_view
+from memory.vecmatrix import VectorMatrix
 
 logger = logging.getLogger(__name__)
 Embed = Callable[[list[str]], np.ndarray]
-BATCH = 256
+BATCH = 1024  # rows a refresh embeds and commits at a time (sorted by tokens within it)
 
 
 class VectorIndex:
@@ -33,7 +39,8 @@ class VectorIndex:
         self.store, self.embed, self.model, self.dim, self.source, self.view = store, embed, model, dim, source, view
         self.name = f"{source.name}_{key}" if key else source.name  # its row in `vector_indices`
         self.table = f"vec_{self.name}"
-        self._ready = False
+        self.matrix = VectorMatrix(dim)
+        self._mirror = threading.Lock()
 
     def _ensure(self) -> int:
         """The revision already embedded; (re)creates the table when the model or dimension changed."""
@@ -41,6 +48,7 @@ class VectorIndex:
         row = db.execute("SELECT model, dim, rev FROM vector_indices WHERE name = ?", (self.name,)).fetchone()
         if row and row[0] == self.model and row[1] == self.dim and self._exists():
             return row[2]
+        self.matrix.clear()
         with db.atomic() as c:
             c.execute(f"DROP TABLE IF EXISTS {self.table}")
             c.execute(f"CREATE VIRTUAL TABLE {self.table} USING vec0(embedding float[{self.dim}] "
@@ -56,6 +64,7 @@ class VectorIndex:
     def reset(self) -> None:
         """Forget every vector: the next refresh embeds the whole source again."""
         self.store.db.execute("DELETE FROM vector_indices WHERE name = ?", (self.name,))
+        self.matrix.clear()
 
     def pending(self) -> int:
         rev = self._ensure()
@@ -118,6 +127,38 @@ class VectorIndex:
     def search(self, query_vec: np.ndarray, *, k: int, as_of: int | None = None,
                agents: Sequence[int] | None = None) -> list[tuple[int, float]]:
         """(id, cosine similarity), best first, among units recorded before `as_of`."""
+        rev = self._ensure()
+        with self._mirror:
+            self._follow(rev)
+            return self.matrix.search(query_vec, k=k, as_of=as_of, agents=agents)
+
+    def _follow(self, rev: int) -> None:
+        """Brings the in-memory mirror to the table's revision: all rows at first (or after a
+        reset), then only the rows of units changed since the revision it holds."""
+        m, db = self.matrix, self.store.db
+        if m.rev == rev:
+            return
+        t0 = time.perf_counter()
+        if m.rev < 0 or rev < m.rev:
+            m.clear()
+            m.load(db.execute(f"SELECT rowid, embedding, asof_ms, agent_id FROM {self.table}"))
+            logger.info("%s: %d vectors in memory (%.0f MB) in %.2f s", self.name, len(m), m.nbytes() / 1e6,
+                        time.perf_counter() - t0)
+        else:
+            ids = [r[0] for r in db.execute(f"SELECT id FROM {self.source.table} WHERE rev > ? AND rev <= ?",
+                                            (m.rev, rev))]
+            for i in range(0, len(ids), 500):
+                chunk = ids[i:i + 500]
+                rows = db.execute(f"SELECT rowid, embedding, asof_ms, agent_id FROM {self.table} WHERE rowid IN "
+                                  f"({','.join('?' * len(chunk))})", chunk).fetchall()
+                m.remove(set(chunk) - {r[0] for r in rows})
+                m.upsert(rows)
+        m.rev = rev
+
+    def search_sql(self, query_vec: np.ndarray, *, k: int, as_of: int | None = None,
+                   agents: Sequence[int] | None = None) -> list[tuple[int, float]]:
+        """The same search by sqlite-vec's own k-nearest query (the reference the mirror is checked
+        against in the tests and the benchmark)."""
         self._ensure()
         where, args = "embedding MATCH ? AND k = ?", [query_vec.astype(np.float32).tobytes(), k]
         if as_of is not None:
@@ -131,6 +172,5 @@ class VectorIndex:
         rows = self.store.db.execute(
             f"SELECT rowid, distance FROM {self.table} WHERE {where} ORDER BY distance", tuple(args)).fetchall()
         return [(r[0], 1.0 - r[1]) for r in rows]
-
 
 __all__ = ["VectorIndex", "SEGMENTS", "EVENTS"]

@@ -1,4 +1,5 @@
 import bm25s
+import numpy as np
 import pytest
 
 from memory.clock import DAY_MS
@@ -116,3 +117,22 @@ def test_chinese_query_finds_chinese_caption(store):
     ix = LexicalIndex(store)
     ix.refresh()
     assert texts(store, ix.search(tokenize("螺丝刀"), k=1)) == [("lucia", "这个螺丝刀它没有磁吸")]
+
+
+def test_search_many_is_search_of_each_query(store):
+    """The options of a question searched at once score as each searched alone."""
+    words = ["apple", "pear", "knife", "table", "screwdriver", "shelf", "melon", "cake"]
+    store.add([Observation("AB"[i % 2], "caption", i * 40_000 + (i % 3) * 86_400_000,
+                           i * 40_000 + (i % 3) * 86_400_000 + 1000, " ".join(words[(i * j) % 8] for j in range(1, 5)))
+               for i in range(300)])
+    ix = LexicalIndex(store)
+    ix.refresh()
+    queries = [{"apple": 1.0, "knife": 1.0, "cake": 0.5}, {"apple": 1.0, "knife": 1.0, "shelf": 0.5},
+               {"apple": 1.0, "knife": 1.0, "pear": 0.5, "melon": 0.5}]
+    for as_of, agents in ((None, None), (86_400_000 + 2_000_000, None), (None, [1])):
+        many = ix.search_many(queries, k=25, as_of=as_of, agents=agents)
+        for q, got in zip(queries, many, strict=True):
+            want = ix.search(q, k=25, as_of=as_of, agents=agents)
+            assert np.allclose([s for _, s in got], [s for _, s in want], rtol=1e-5)
+            cut = want[-1][1] + 1e-5  # rows tied at the k-th score may be either (the texts repeat)
+            assert {i for i, s in got if s > cut} == {i for i, s in want if s > cut}

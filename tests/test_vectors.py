@@ -75,3 +75,64 @@ def test_missing_model_file_is_a_clear_error(tmp_path):
 
     with pytest.raises(ModelError, match="not found"):
         Embedder(tmp_path / "none.onnx", tmp_path / "tokenizer.json")
+
+
+def test_the_memory_mirror_finds_what_sqlite_vec_finds(store):
+    """The in-memory matrices (one per day) against sqlite-vec's own k-nearest query, also after
+    units change day, lose their text, or are written by another VectorIndex (another process)."""
+    day = 86_400
+    store.add([obs("AB"[i % 2], i * 97 % (3 * day), f"line {i} " + "abcdefghij"[i % 10] * (i % 7 + 1))
+               for i in range(400)])
+    embed = CountingEmbed()
+    vi = VectorIndex(store, embed, model="letters", dim=26)
+    vi.refresh()
+    b = {v: k for k, v in store.agents().items()}["B"]
+
+    def same():
+        for text in ("aaa line", "jjj", "line bbb"):
+            q = embed([text])[0]
+            for as_of, agents in ((None, None), (day * 1000, None), (int(1.5 * day * 1000), [b]), (0, None)):
+                got = vi.search(q, k=20, as_of=as_of, agents=agents)
+                want = vi.search_sql(q, k=20, as_of=as_of, agents=agents)
+                assert [i for i, _ in got] == [i for i, _ in want] or np.allclose(
+                    sorted(s for _, s in got), sorted(s for _, s in want), atol=1e-5)
+                assert np.allclose([s for _, s in got], [s for _, s in want], atol=1e-5)
+
+    same()
+    other = VectorIndex(store, embed, model="letters", dim=26)  # a second writer, as another process
+    store.add([obs("A", 3 * day + 5, "zebra pizza"), obs("B", 10, "only 中文 now jjj"),
+               obs("A", 2 * day + 20, "只有中文")])
+    other.refresh()
+    same()
+    assert len(vi.matrix) == vi.store.db.execute("SELECT COUNT(*) FROM vec_segments").fetchone()[0]
+    vi.reset()
+    vi.refresh()
+    same()
+
+
+def test_the_sign_bit_shortlist_keeps_the_nearest_and_the_filters():
+    """Beyond EXACT x RERANK x k rows the mirror re-ranks a Hamming shortlist: on clustered vectors
+    it still finds nearly all of the exact top k, and never a row the filters exclude."""
+    from memory.vecmatrix import EXACT, RERANK, VectorMatrix
+
+    rng = np.random.default_rng(7)
+    centres = rng.normal(size=(20, 384))
+    vecs = (centres[rng.integers(0, 20, 6000)] + rng.normal(scale=0.5, size=(6000, 384))).astype(np.float32)
+    vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
+    day = 86_400_000
+    m = VectorMatrix(384)
+    m.upsert((i, vecs[i], (i % 3) * day + i, i % 4) for i in range(6000))
+    k = 10
+    assert 6000 > EXACT * RERANK * k
+    recalls = []
+    for qi in range(20):
+        q = vecs[qi] + rng.normal(scale=0.02, size=384).astype(np.float32)
+        as_of = 2 * day
+        ok = np.array([(i % 3) * day + i <= as_of and i % 4 in (1, 2) for i in range(6000)])
+        sims = vecs @ (q / np.linalg.norm(q))
+        exact = set(np.flatnonzero(ok)[np.argsort(-sims[ok])[:k]].tolist())
+        got = m.search(q, k=k, as_of=as_of, agents=[1, 2])
+        assert len(got) == k and all(ok[i] for i, _ in got)
+        assert [s for _, s in got] == sorted((s for _, s in got), reverse=True)
+        recalls.append(len(exact & {i for i, _ in got}) / k)
+    assert np.mean(recalls) >= 0.9, recalls
