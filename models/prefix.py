@@ -12,8 +12,8 @@ match heads only through whatever full prompt happened to be cached.
 The prompt is rendered as llama-cpp-python's chat handler renders it (the model's own Jinja
 template); were the rendering to differ, only the reuse would shrink: `Llama.generate` compares
 the real tokens and evaluates whatever differs. The rest of a background prompt is evaluated here
-in chunks of `n_batch` tokens, asking `stop()` between chunks: a question waits for at most one
-chunk of someone else's prompt, not for the whole of it.
+in chunks of `chunk` (128) tokens, asking `stop()` between chunks: a question (or the end of the
+process) waits for at most one chunk of someone else's prompt, not for the whole of it.
 """
 
 from __future__ import annotations
@@ -38,9 +38,9 @@ def common_prefix(a, b) -> int:
 class PromptCache:
     """Saved states of prompt heads for one `Llama`; not thread-safe (the model's gate orders callers)."""
 
-    def __init__(self, llama, *, max_heads: int = 6):
+    def __init__(self, llama, *, max_heads: int = 6, chunk: int = 128):
         self.llama = llama
-        self.max_heads = max_heads
+        self.max_heads, self.chunk = max_heads, min(chunk, llama.n_batch)
         self._heads: OrderedDict[tuple[int, ...], object] = OrderedDict()
         self._format = _formatter(llama)
         self.counts = {"loaded": 0, "saved": 0, "kept": 0}  # kept: the context already held the head
@@ -87,11 +87,11 @@ class PromptCache:
             have = 0
         if stop is not None:
             llama.n_tokens = min(llama.n_tokens, common_prefix(llama.input_ids[: llama.n_tokens].tolist(), toks))
-            self._eval(toks[llama.n_tokens: len(toks) - 1], stop)
+            self._eval(toks[llama.n_tokens: len(toks) - 1], stop, self.chunk)
         return have
 
-    def _eval(self, toks: list[int], stop: Callable[[], bool] | None) -> None:
-        step = self.llama.n_batch
+    def _eval(self, toks: list[int], stop: Callable[[], bool] | None, step: int | None = None) -> None:
+        step = step or self.llama.n_batch
         for i in range(0, len(toks), step):
             if stop is not None and stop():
                 raise Stopped

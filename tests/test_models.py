@@ -159,12 +159,12 @@ def test_the_fixed_head_of_a_prompt_is_evaluated_once(tiny_llm):
 
 @pytest.mark.slow
 def test_a_background_prompt_gives_way_between_chunks(tiny_llm):
-    """A question waits for at most one chunk (n_batch tokens) of a background prompt, not the whole of it."""
+    """A question waits for at most one chunk (128 tokens) of a background prompt, not the whole of it."""
     asks = []
 
     def question_came() -> bool:
         asks.append(tiny_llm.llama.n_tokens)
-        return len(asks) > 2  # before the gate, after the head, then after the first chunk of the rest
+        return len(asks) > 3  # asked before the gate, before the head, before the first chunk of the rest, after it
 
     long = "10:21:03 [Alice] I take a knife from the drawer and cut the mango on the table.\n" * 120
     messages = [{"role": "system", "content": "You write events."}, {"role": "user", "content": long}]
@@ -172,6 +172,6 @@ def test_a_background_prompt_gives_way_between_chunks(tiny_llm):
     assert len(toks) > 3 * tiny_llm.llama.n_batch
     with pytest.raises(ModelPreempted, match="during the prompt"):
         tiny_llm.json(messages, Who, max_tokens=30, priority=LOW, yield_to=question_came)
-    assert tiny_llm.llama.n_tokens <= 2 * tiny_llm.llama.n_batch  # stopped long before the prompt's end
+    assert 128 < tiny_llm.llama.n_tokens <= 200  # the head and one chunk: stopped long before the prompt's end
     reply, _ = tiny_llm.json([{"role": "user", "content": "Name a fruit."}], Who, max_tokens=30)  # and serves after
     assert reply.name
