@@ -142,9 +142,9 @@ class Answerer:
         asker = (f"The asker is {person_name(q.asker)}: 'I', 'me', 'my' in the question mean "
                  f"{person_name(q.asker)}.\n") if q.asker else ""
         options = "".join(f"\n{LETTERS[i]}. {q.options[i]}" for i in range(len(choices)))
-        ask = f"Question (asked at {self.clock.label(q.as_of_ms)}): {q.question}{options}\n" + (
+        ask = f"{asker}Question (asked at {self.clock.label(q.as_of_ms)}): {q.question}{options}\n" + (
             ANSWER_CHOICE if choices else ANSWER_OPEN)
-        system = ANSWER_SYSTEM.format(asker=asker)
+        system = ANSWER_SYSTEM  # the fixed head first (the prompt cache keeps it); all that varies after
         messages = [{"role": "system", "content": system}, {"role": "user", "content": f"{context}\n\n{ask}"}]
         try:
             reply, u = self.llm.json(messages, answer_schema(len(units), choices, s.answer_chars),
@@ -167,7 +167,8 @@ class Answerer:
         return {t for a in self.search.agents() for t in query_tokens(person_name(a))}
 
     def fit(self, units: list[Unit], q: Query, budget: int, count) -> tuple[list[Unit], str]:
-        return fit_units(units, q, budget, count, self.clock.label)
+        s = self.settings
+        return fit_units(units, q, budget, count, self.clock.label, s.filler_lines, s.speech_once)
 
 
 def merge(flat: list[Unit], per_request: list[list[Unit]], budget: int, share: float) -> list[Unit]:
@@ -214,5 +215,6 @@ def answer_json(a: Answer, clock: HouseClock, as_of_ms: int) -> dict:
         "frames": frames_json(a.frames, clock),
         "context": {"units": len(g.units), "tokens": a.context_tokens},
         "timings_ms": {k: round(v, 1) for k, v in a.timings_ms.items()},
-        "tokens": {"prompt": a.usage.prompt_tokens, "completion": a.usage.completion_tokens},
+        "tokens": {"prompt": a.usage.prompt_tokens, "completion": a.usage.completion_tokens,
+                   "cached": a.usage.cached_tokens},  # cached: prompt tokens the model's state already held
     }

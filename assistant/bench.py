@@ -9,7 +9,7 @@ import numpy as np
 
 from assistant.answer import Answerer
 from assistant.config import AnswerSettings
-from assistant.context import fit_units
+from assistant.context import fit_units, shown_lines
 from assistant.egolifeqa import QAItem
 from assistant.query import Query, Retrieved
 from memory.clock import HouseClock
@@ -28,11 +28,31 @@ def hit(units: list[Unit], targets: Iterable[int], w_ms: int) -> bool:
     )
 
 
+def shown_hits(store, units: list[Unit], shown: list[list[str]], targets: Iterable[int]) -> dict[str, bool]:
+    """Hit@W of what the answerer reads: a line shown (of a fine unit) whose observation has
+    start - W <= t <= end + W for a target t; a unit cut to lines far from the moment does not count."""
+    ts = list(targets)
+    ids = [i for u in units for i in u.obs_ids]
+    times: dict[str, list[tuple[int, int]]] = defaultdict(list)
+    for k in range(0, len(ids), 500):
+        part = ids[k:k + 500]
+        for start, end, kind, speaker, text in store.db.execute(
+                f"SELECT start_ms, end_ms, kind, speaker, text FROM observations WHERE id IN ({','.join('?' * len(part))})",
+                part):
+            times[f"{speaker}: {text}" if kind == "transcript" and speaker else text].append((start, end))
+    spans = [se for u, lines in zip(units, shown, strict=True) if u.end_ms - u.start_ms <= 60_000
+             for line in lines for se in times.get(line, [(u.start_ms, u.end_ms)])]
+    return {f"shown{k[3:]}": any(a - w <= t <= b + w for a, b in spans for t in ts) for k, w in WINDOWS.items()}
+
+
+SHOWN = [f"shown{k[3:]}" for k in WINDOWS]
+
+
 def summarize(rows: list[dict]) -> dict:
     if not rows:
         return {}
     lat = np.array([r["latency_ms"] for r in rows])
-    out = {k: round(100 * float(np.mean([r[k] for r in rows])), 1) for k in WINDOWS}
+    out = {k: round(100 * float(np.mean([r[k] for r in rows])), 1) for k in [*WINDOWS, *SHOWN] if k in rows[0]}
     out["units"] = round(float(np.mean([r["units"] for r in rows])), 2)
     out["tokens"] = round(float(np.mean([r["tokens"] for r in rows])), 1)
     out["latency_ms_p50"] = round(float(np.percentile(lat, 50)), 2)
@@ -49,7 +69,8 @@ def day_of(item: QAItem, clock: HouseClock) -> int:
 
 def run(
     items: list[QAItem], retrievers: dict, clock: HouseClock, *, asker: str, budget: int,
-    context_tokens: int = 4600, progress: Callable[[Iterable], Iterable] = iter,
+    context_tokens: int = 4600, progress: Callable[[Iterable], Iterable] = iter, store=None,
+    filler: int | None = None, once: bool = False,
 ) -> dict:
     """Every item through every retriever; per retriever overall, per question type and per day.
     Tokens are those of the context as the answerer gets it: the units cut to fit `context_tokens`."""
@@ -59,9 +80,12 @@ def run(
         for name, r in retrievers.items():
             got = r.retrieve(q)
             row = {k: hit(got.units, item.targets, w) for k, w in WINDOWS.items()}
+            shown = shown_lines(got.units, q, context_tokens, estimate_tokens, clock.label, filler, once) if got.units else []
+            if store is not None:
+                row |= shown_hits(store, got.units, [lines for _, lines in shown], item.targets)
             row.update(
                 type=item.type, id=item.id, day=day_of(item, clock), units=len(got.units),
-                tokens=estimate_tokens(fit_units(got.units, q, context_tokens, estimate_tokens, clock.label)[1]),
+                tokens=estimate_tokens(fit_units(got.units, q, context_tokens, estimate_tokens, clock.label, filler, once)[1]),
                 latency_ms=got.timings_ms["retrieval"],
             )
             rows[name].append(row)
@@ -80,7 +104,7 @@ def run(
 
 def table(report: dict) -> str:
     """The report as a plain-text table, one row per retriever and per question type."""
-    cols = ["hit@0", "hit@30s", "hit@5min", "units", "tokens", "latency_ms_p50", "latency_ms_p95"]
+    cols = ["hit@0", "hit@30s", "hit@5min", *SHOWN, "units", "tokens", "latency_ms_p50", "latency_ms_p95"]
     lines = [f"{report['questions']} questions", f"{'retriever / type':32}" + "".join(f"{c:>16}" for c in cols)]
     for name, r in report["retrievers"].items():
         lines.append(f"{name:32}" + "".join(f"{r[c]:>16}" for c in cols))
@@ -123,6 +147,7 @@ def run_answers(
                 accuracy=a.choice == item.answer, error=a.status != "ok", degenerate=a.mode == "extractive",
                 mode=a.mode, guard=a.guard, answer=a.answer, reply=a.reply,
                 prompt_tokens=a.usage.prompt_tokens, completion_tokens=a.usage.completion_tokens,
+                cached_tokens=a.usage.cached_tokens,
                 latency_ms=sum(a.timings_ms.values()),
                 **{f"{s}_ms": a.timings_ms.get(s, 0.0) for s in STAGES},
             )
@@ -137,7 +162,7 @@ def run_answers(
         entry["modes"] = dict(Counter(r["mode"] for r in rs))
         entry["answers"] = [{"id": r["id"], "mode": r["mode"], "guard": r["guard"], "answer": r["answer"],
                              "model_reply": r["reply"]} for r in rs]
-        for k in ("prompt_tokens", "completion_tokens"):
+        for k in ("prompt_tokens", "completion_tokens", "cached_tokens"):
             entry[k] = round(float(np.mean([r[k] for r in rs])), 1)
         entry["stage_ms_p50"] = {s: round(float(np.percentile([r[f"{s}_ms"] for r in rs], 50)), 1) for s in STAGES}
         by_type = defaultdict(list)

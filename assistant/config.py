@@ -36,6 +36,11 @@ class AnswerSettings(BaseModel):
     planner: Literal["llm", "rule"] = Field("llm", description="Who picks agents and sub-queries.")
     max_requests: int = Field(6, ge=1, le=20, description="Most agent requests a plan may make.")
     context_tokens: int = Field(4600, ge=256, description="Token budget of the context handed to the responder.")
+    filler_lines: int | None = Field(
+        None, ge=0, description="Lines sharing no word with the question kept per excerpt besides those that do "
+        "(None: fill each excerpt's share of the budget).")
+    speech_once: bool = Field(
+        True, description="Words several wearers heard in the same 30 s are shown once, in the best excerpt that has them.")
     answer_tokens: int = Field(160, ge=16, description="Most tokens of an open answer.")
     answer_chars: int = Field(300, ge=40, le=2000, description="Most characters of an open answer (in its schema).")
     repeat_penalty: float = Field(1.3, ge=1.0, le=2.0, description="Repetition penalty while answering.")

@@ -32,6 +32,7 @@ from memory.records import WINDOW_MS, clean_line
 from memory.tokenize import tokenize
 from models.errors import ModelError
 from models.llm import LOW, LocalLLM, ModelCutShort, ModelPreempted
+from models.yielding import Foreground
 
 logger = logging.getLogger(__name__)
 _NORM = re.compile(r"[\W_]+", re.U)
@@ -115,8 +116,12 @@ def build_prompt(
 
 
 class Consolidator:
-    def __init__(self, events: EventStore, llm: LocalLLM | None, clock: HouseClock, settings: ConsolidationSettings):
+    def __init__(self, events: EventStore, llm: LocalLLM | None, clock: HouseClock, settings: ConsolidationSettings,
+                 *, foreground: Foreground | None = None):
+        """`foreground`: questions in flight; no window starts while there is one, and a window's
+        prompt gives way to it between chunks and tokens (the window is tried again after)."""
         self.events, self.llm, self.clock, self.settings = events, llm, clock, settings
+        self.foreground = foreground
 
     def names(self, obs: list[WindowObservation]) -> list[str]:
         """The people of one window: its agents and speakers, never every agent ever seen (thousands
@@ -133,6 +138,8 @@ class Consolidator:
                    else self._newest_first(until_ms, start_ms, end_ms))
         results = []
         for w in progress(windows):
+            if self.foreground is not None:
+                self.foreground.pause()  # questions first: no window starts while one is in flight
             r = self.window(w["start_ms"], w["input_hash"], dry_run=dry_run, force=force)
             results.append(r)
             if on_window:
@@ -170,15 +177,17 @@ class Consolidator:
         prompt_tokens = sum(count(m["content"]) + 4 for m in messages)
         if dry_run or self.llm is None:
             return WindowResult(start, "dry-run", prompt_tokens=prompt_tokens, lines=len(lines), prompt=messages)
+        busy = self.foreground.busy if self.foreground is not None else None
         try:
             try:
                 reply, usage = self.llm.json(
                     messages, events_schema(tuple(names), self.settings.max_events),
-                    max_tokens=self.settings.output_tokens, priority=LOW,
+                    max_tokens=self.settings.output_tokens, priority=LOW, yield_to=busy,
                 )
             except ModelCutShort:  # it rambled past the token limit: ask again for fewer events
                 reply, usage = self.llm.json(
                     messages, events_schema(tuple(names), 2), max_tokens=self.settings.output_tokens, priority=LOW,
+                    yield_to=busy,
                 )
         except ModelPreempted:
             return WindowResult(start, "preempted", lines=len(lines))

@@ -60,23 +60,38 @@ def best_lines(u: Unit, wanted: set[str], n: int = 1) -> list[str]:
 
 
 def fit_units(units: list[Unit], q: Query, budget: int, count: Callable[[str], int],
-              label: Callable[[int], str]) -> tuple[list[Unit], str]:
-    """Units numbered for citation, each cut to its share of the token budget.
-
-    Within a unit the lines that share words with the question (and its sub-queries) are kept
-    first, in their own order.
-    """
+              label: Callable[[int], str], filler: int | None = None, once: bool = False) -> tuple[list[Unit], str]:
+    """Units numbered for citation, each cut to its share of the token budget (`shown_lines`)."""
     if not units:
         return [], "(none found)"
+    blocks = [head + "\n" + "\n".join(lines) for head, lines in shown_lines(units, q, budget, count, label, filler, once)]
+    return list(units), "\n\n".join(blocks)
+
+
+def shown_lines(units: list[Unit], q: Query, budget: int, count: Callable[[str], int],
+                label: Callable[[int], str], filler: int | None = None,
+                once: bool = False) -> list[tuple[str, list[str]]]:
+    """(heading, the lines shown) of each unit, in its share of the token budget.
+
+    Within a unit the lines that share words with the question (and its sub-queries) are kept
+    first, in their own order. With `filler`, at most that many lines that share no word are
+    kept besides (those next to a kept line first, at least one a unit): the rest costs tokens
+    and tells the model nothing the question asks about.
+    """
     wanted = set(query_tokens(" ".join((q.question, *q.options))))
     for u in units:
         wanted |= set(query_tokens(u.extra.get("query", "")))
-    share = max(40, budget // len(units))
-    blocks = []
+    share = max(40, budget // max(1, len(units)))
+    out, said = [], set()
     for n, u in enumerate(units, 1):
         head = f"[{n}] {view_of(u.agent)}, {label(u.start_ms)}-{label(u.end_ms)[-8:]}"
         lines = unit_lines(u)
-        ranked = sorted(range(len(lines)), key=lambda i: -len(wanted & set(query_tokens(lines[i]))))
+        if once:  # words several wearers heard are shown in the first (best) excerpt that has them
+            lines = [x for x in lines if not (speaker_of(x) and (u.start_ms, x) in said)] or lines[:1]
+        overlap = [len(wanted & set(query_tokens(x))) for x in lines]
+        ranked = sorted(range(len(lines)), key=lambda i: -overlap[i])
+        if filler is not None:
+            ranked = _with_filler(ranked, overlap, filler)
         chosen, used = set(), count(head)
         for i in ranked:
             c = count(lines[i]) + 1
@@ -84,5 +99,15 @@ def fit_units(units: list[Unit], q: Query, budget: int, count: Callable[[str], i
                 continue
             chosen.add(i)
             used += c
-        blocks.append(head + "\n" + "\n".join(lines[i] for i in sorted(chosen)))
-    return list(units), "\n\n".join(blocks)
+        out.append((head, [lines[i] for i in sorted(chosen)]))
+        said |= {(u.start_ms, lines[i]) for i in chosen}
+    return out
+
+
+def _with_filler(ranked: list[int], overlap: list[int], filler: int) -> list[int]:
+    """The matching lines, then at most `filler` others (at least one when none match), those
+    next to a matching line first."""
+    hits = [i for i in ranked if overlap[i] > 0]
+    near = {j for i in hits for j in (i - 1, i + 1)}
+    rest = sorted((i for i in ranked if overlap[i] == 0), key=lambda i: (i not in near, i))
+    return hits + rest[: max(filler, 0 if hits else 1)]

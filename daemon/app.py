@@ -24,6 +24,7 @@ from daemon.questions import QuestionDesk
 from daemon.settings import Settings
 from daemon.watch import Watch
 from memory.records import WINDOW_MS
+from models.yielding import Foreground
 from streams.errors import StreamError
 from streams.link import Inbound, Link
 from streams.messages import dumps, error_payload
@@ -42,6 +43,7 @@ class Daemon:
         self.counts = {"windows": 0, "events": 0, "errors_sent": 0, "errors_held": 0, "consolidation_failed": 0}
         self._kick = asyncio.Event()
         self.closing = threading.Event()  # asked by work in threads that must end with the process
+        self.foreground = Foreground()  # questions in flight: background work holds off meanwhile
         self.hearing = self.seeing = None
         d = settings.daemon
         self.gate = Gate(d.allow_agents, d.rate_per_agent, d.rate_burst, total_rate=d.rate_total,
@@ -131,7 +133,8 @@ class Daemon:
 
         # one connection per worker thread; SQLite (WAL) orders the writers
         ingest_store = wiring.open_store(s, self.db, reserve=True, ingest=True)
-        self.consolidator = Consolidator(EventStore(wiring.open_store(s, self.db)), llm, self.clock, s.consolidation)
+        self.consolidator = Consolidator(EventStore(wiring.open_store(s, self.db)), llm, self.clock, s.consolidation,
+                                         foreground=self.foreground)
         retrievers = Retrievers(wiring.open_store(s, self.db), self.clock, s.retrieval)
         answerer = Answerer(retrievers.store, self.clock, s.answer, llm, budget=s.retrieval.budget,
                             retrievers=retrievers)
@@ -153,7 +156,8 @@ class Daemon:
 
             self.seeing = Seeing(wiring.frame_store(s, wiring.open_store(s, self.db)), s.frames, s.vision,
                                  report=self.report, embedder=embedder, captioner=captioner, journal=self.journal)
-        asking = Asking(answerer, self.clock, asker=s.retrieval.asker, budget=s.retrieval.budget)
+        asking = Asking(answerer, self.clock, asker=s.retrieval.asker, budget=s.retrieval.budget,
+                        foreground=self.foreground)
         self.desk = QuestionDesk(asking, self.clock, self.link.topics, self.link.publish,
                                  queue_size=s.daemon.query_queue, asker=s.retrieval.asker,
                                  budget=s.retrieval.budget, report=self.report, journal=self.journal)
@@ -178,7 +182,7 @@ class Daemon:
                     tg.create_task(self.seeing.retain(), name="frame-retention")
                 tg.create_task(self._scheduler(), name="consolidation")
                 tg.create_task(self._stats(), name="stats")
-                tg.create_task(self._indexer(retrievers, asking), name="indexer")
+                tg.create_task(self._indexer(retrievers), name="indexer")
                 tg.create_task(self._ready_and_watchdog(llm.name, retrievers.store), name="watchdog")
                 tg.create_task(self._forget_idle(), name="forget-idle")
                 for name, job in outlook.jobs(self, asking):  # the web page, Home Assistant discovery
@@ -192,6 +196,7 @@ class Daemon:
             notify("STOPPING=1")
             llm.closing.set()  # a generation in a worker thread ends at its next token
             self.closing.set()  # and a background embedding at its next batch
+            self.foreground.close()  # background work paused for a question stops waiting
             await self.link.close()
             if self.broker:
                 await self.broker.stop()
@@ -259,7 +264,7 @@ class Daemon:
         if any(r.status == "preempted" for r in results):
             self._kick.set()
 
-    async def _indexer(self, retrievers, asking) -> None:
+    async def _indexer(self, retrievers) -> None:
         """Embeds new units in the background, on a connection of its own, so that a question
         never waits for a backlog (at start-up: whatever arrived while the daemon was down); it
         stops at its next batch while a question is answered, leaving the cores to the answer."""
@@ -272,7 +277,7 @@ class Daemon:
         while True:
             try:
                 done = await asyncio.to_thread(mine.prepare, lexical=False, batch=32,
-                                               stop=lambda: self.closing.is_set() or asking.busy)
+                                               stop=self.foreground.between(self.closing.is_set))
                 if any(done.values()):
                     logger.info("embedded %s", done)
             except Exception as e:  # a full disk: the vectors wait, the daemon keeps serving
@@ -310,7 +315,7 @@ class Daemon:
                 "link": {"connects": self.link.connects, "dropped": self.link.dropped},
                 "speech": self.hearing.stats() if self.hearing else None,
                 "frames": self.seeing.stats() if self.seeing else None,
-                "gate": self.gate.counts,
+                "gate": self.gate.counts, "foreground": self.foreground.counts,
                 "answer_ms_p50": lat[len(lat) // 2] if lat else None,
                 "watermarks": {a: self.clock.iso(w) for a, w in self.ingestor.watermarks.items()}}
 

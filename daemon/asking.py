@@ -21,6 +21,7 @@ from assistant.query import Query
 from daemon.questions import ABSURD_AS_OF_MS
 from memory.clock import HouseClock
 from memory.errors import TimeFormatError
+from models.yielding import Foreground
 from streams.messages import QueryMessage
 
 logger = logging.getLogger(__name__)
@@ -33,8 +34,12 @@ class AskError(Exception):
 
 
 class Asking:
-    def __init__(self, answerer: Answerer, clock: HouseClock, *, asker: str, budget: int, waiting: int = 20):
+    def __init__(self, answerer: Answerer, clock: HouseClock, *, asker: str, budget: int, waiting: int = 20,
+                 foreground: Foreground | None = None):
+        """`foreground` is told of each question for the whole of it (waiting included): background
+        work (embedding, consolidation) holds off meanwhile."""
         self.answerer, self.clock, self.asker, self.budget = answerer, clock, asker, budget
+        self.foreground = foreground or Foreground()
         self._lock = threading.Lock()
         self.waiting, self.max_waiting = 0, waiting
         self.counts = {"questions": 0, "answered": 0, "failed": 0, "refused": 0}
@@ -47,7 +52,7 @@ class Asking:
 
     def answer(self, query: Query, shown=None) -> Answer:
         """Blocking: waits for any question under way, then answers this one."""
-        with self._lock:
+        with self.foreground.question(), self._lock:
             return self.answerer.answer(query, shown) if shown else self.answerer.answer(query)
 
     def query_of(self, q: QueryMessage, now_ms: int | None = None) -> tuple[Query, int]:

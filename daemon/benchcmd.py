@@ -46,7 +46,8 @@ def cmd_bench(args) -> int:
                   else pool.make(n, pool_cache=pools[n] if args.loo else None) for n in names}
     budget = args.budget or settings.retrieval.budget
     report = bench.run(items, retrievers, clock, asker="A1_JAKE", budget=budget,
-                       context_tokens=settings.answer.context_tokens,
+                       context_tokens=settings.answer.context_tokens, store=store,
+                       filler=settings.answer.filler_lines, once=settings.answer.speech_once,
                        progress=progress("bench", unit="question"))
     text = bench.table(report)
     if args.loo:

@@ -40,16 +40,32 @@ async def daemon_online(host: str, port: int, root: str, wait_s: float = 1.5, co
         return False
 
 
+# what the daemon's `working` chunks say, as the chat shows them while it waits
+STAGES = {"sent": "waiting for the daemon...", "retrieval": "searching...", "answering": "answering..."}
+
+
+def say_stage(stage: str, detail: dict | None = None) -> None:
+    """One progress line on stderr ("searching...", "answering... (8 excerpts)")."""
+    n = (detail or {}).get("units")
+    print(f"   {STAGES.get(stage, stage)}" + (f" ({n} excerpts)" if n else ""), file=sys.stderr, flush=True)
+
+
 async def ask_over_mqtt(host: str, port: int, root: str, question: str, options: list[str], asker: str | None,
-                        timeout_s: float = 600, conn: dict | None = None) -> dict:
+                        timeout_s: float = 600, conn: dict | None = None,
+                        progress: Callable[[str, dict], None] | None = None) -> dict:
+    """The daemon's answer; with `progress`, the question is asked in stream mode and each stage
+    the daemon reaches (`progress(stage, chunk)`: sent, retrieval, answering) is told as it comes."""
     import aiomqtt
 
     qid = uuid.uuid4().hex[:12]
     reply = f"{root}/answer/{qid}"
     async with aiomqtt.Client(host, port, protocol=aiomqtt.ProtocolVersion.V311, **(conn or {})) as c:
         await c.subscribe(reply, qos=1)
-        body = {"id": qid, "question": question, "options": options, "asker": asker, "reply_to": reply}
+        body = {"id": qid, "question": question, "options": options, "asker": asker, "reply_to": reply,
+                "stream": progress is not None}
         await c.publish(f"{root}/query", json.dumps(body), qos=1)
+        if progress:
+            progress("sent", {})
 
         async def wait():
             async for m in c.messages:
@@ -61,6 +77,8 @@ async def ask_over_mqtt(host: str, port: int, root: str, question: str, options:
                     continue
                 if d.get("status") in ("ok", "error"):
                     return d
+                if progress and d.get("status") == "working":
+                    progress(d.get("stage", "working"), d)
 
         return await asyncio.wait_for(wait(), timeout_s)
 

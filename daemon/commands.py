@@ -308,7 +308,8 @@ def cmd_chat(args) -> int:
     conn = wiring.client_kwargs(settings)
     if not args.local and asyncio.run(chat.daemon_online(host, m.port, m.root, conn=conn)):
         def ask(question, options):
-            return asyncio.run(chat.ask_over_mqtt(host, m.port, m.root, question, options, asker, conn=conn))
+            return asyncio.run(chat.ask_over_mqtt(host, m.port, m.root, question, options, asker, conn=conn,
+                                                  progress=chat.say_stage))
 
         return chat.repl(ask, label, f"daemon at {host}:{m.port}")
     from assistant.answer import Answerer, answer_json

@@ -115,8 +115,15 @@ class QuestionDesk:
         topic = self.reply_topic(q, m, q.id)
         if q.stream:
             self._send(topic, {"id": q.id, "status": "working", "stage": "retrieval"}, m)
+        loop = asyncio.get_running_loop()
+
+        def shown(units, events) -> None:  # in the worker thread: the evidence is chosen, the model reads
+            stage = {"id": q.id, "status": "working", "stage": "answering", "units": len(units), "events": len(events)}
+            loop.call_soon_threadsafe(self._send, topic, stage, m)
+
         try:
-            a = await asyncio.to_thread(self.answerer.answer, query)
+            a = await (asyncio.to_thread(self.answerer.answer, query, shown) if q.stream
+                       else asyncio.to_thread(self.answerer.answer, query))
         except Exception as e:  # the daemon keeps serving; the asker learns why
             logger.exception("question %s failed", q.id)
             return self._fail(m, q, q.id, "internal", f"{type(e).__name__}: {e}")

@@ -15,6 +15,7 @@ import os
 import re
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
@@ -23,6 +24,7 @@ from pydantic import BaseModel, ValidationError
 
 from models.errors import ModelError, ModelTimeout
 from models.lifetime import close_at_exit, free_llama
+from models.prefix import PromptCache, Stopped
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T", bound=BaseModel)
@@ -62,11 +64,13 @@ class Usage:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     seconds: float = 0.0
+    cached_tokens: int = 0  # prompt tokens found in the model's state (the prompt cache), not evaluated
 
     def add(self, other: Usage) -> None:
         self.prompt_tokens += other.prompt_tokens
         self.completion_tokens += other.completion_tokens
         self.seconds += other.seconds
+        self.cached_tokens += other.cached_tokens
 
 
 class PriorityGate:
@@ -122,6 +126,7 @@ class LocalLLM:
         self.gate = PriorityGate()
         self.closing = threading.Event()
         self._grammars: dict[type, object] = {}
+        self.prompts = PromptCache(self.llama)
         self._closed = False
         close_at_exit(self)
         logger.info("loaded %s (%s) in %.1fs, n_ctx=%d", self.name, self.path.name, time.perf_counter() - t0, self.n_ctx)
@@ -166,13 +171,15 @@ class LocalLLM:
     def json(
         self, messages: list[dict], schema: type[T], *, max_tokens: int = 512, priority: int = HIGH,
         time_limit_s: float | None = None, repeat_penalty: float | None = None, stop: list[str] | None = None,
-        stop_loops: bool = False,
+        stop_loops: bool = False, yield_to: Callable[[], bool] | None = None,
     ) -> tuple[T, Usage]:
         """A reply that fits `schema`, generated under its grammar. `repeat_penalty` overrides the
         model's own for this call, `stop` ends the reply at any of its strings, and with `stop_loops`
-        a reply that goes round in a loop stops early (`ModelLooping`)."""
+        a reply that goes round in a loop stops early (`ModelLooping`). A LOW generation also gives
+        way (`ModelPreempted`) whenever `yield_to()` says so (a question is in flight)."""
         sampling = {"repeat_penalty": repeat_penalty or self.repeat_penalty, "stop": stop, "stop_loops": stop_loops}
-        text, usage = self._generate(messages, self._grammar(schema), max_tokens, priority, time_limit_s, sampling)
+        text, usage = self._generate(messages, self._grammar(schema), max_tokens, priority, time_limit_s, sampling,
+                                     yield_to)
         text = _CONTROL.sub(" ", text)  # the grammar lets raw control characters into strings
         try:
             return schema.model_validate_json(text), usage
@@ -195,20 +202,32 @@ class LocalLLM:
             )
         return self._grammars[schema]
 
-    def _generate(self, messages, grammar, max_tokens, priority, time_limit_s, sampling) -> tuple[str, Usage]:
+    def _generate(self, messages, grammar, max_tokens, priority, time_limit_s, sampling,
+                  yield_to: Callable[[], bool] | None = None) -> tuple[str, Usage]:
         limit = time_limit_s or self.time_limit_s
         room = self.n_ctx - self.prompt_tokens(messages)
         if room < 16:
             raise ModelError(f"prompt of ~{self.n_ctx - room} tokens leaves no room in n_ctx={self.n_ctx}")
         if self.closing.is_set():  # the process is stopping: no new prompt to evaluate
             raise ModelPreempted("the process is stopping")
+
+        def give_way() -> bool:
+            return priority == LOW and bool(self.gate.waiting[HIGH] or (yield_to and yield_to()))
+
+        if give_way():
+            raise ModelPreempted("a question is in flight")
         self.gate.acquire(priority)
         t0 = time.perf_counter()
         stop_loops = sampling.pop("stop_loops", False)
         parts: list[str] = []
-        n = 0
-        stream = None
+        n = cached = 0
+        stream = rendered = None
         try:
+            rendered = self.prompts.tokens(messages) if self.prompts.enabled else None
+            if rendered is not None:
+                # the fixed head from the cache; a LOW prompt's rest in chunks, giving way between them
+                cached = self.prompts.prepare(*rendered, stop=(
+                    lambda: give_way() or self.closing.is_set()) if priority == LOW else None)
             stream = self._open().create_chat_completion(
                 messages, grammar=grammar, max_tokens=min(max_tokens, room), temperature=self.temperature,
                 seed=self.seed, stream=True, **sampling,
@@ -222,15 +241,18 @@ class LocalLLM:
                         raise ModelLooping(f"the reply loops after {n} tokens", "".join(parts))
                 if time.perf_counter() - t0 > limit:
                     raise ModelTimeout(f"generation passed its limit of {limit:.0f}s after {n} tokens")
-                if priority == LOW and self.gate.waiting[HIGH]:
+                if give_way():
                     raise ModelPreempted("a question is waiting for the model")
                 if self.closing.is_set():
                     raise ModelPreempted("the process is stopping")
+        except Stopped:
+            raise ModelPreempted("a question is waiting for the model (during the prompt)") from None
         finally:
             if stream is not None:  # a generation cut short: not left suspended, holding the model, until exit
                 stream.close()
             self.gate.release()
-        usage = Usage(self.prompt_tokens(messages), n, time.perf_counter() - t0)
+        usage = Usage(len(rendered[0]) if rendered else self.prompt_tokens(messages), n, time.perf_counter() - t0,
+                      cached)
         return "".join(parts), usage
 
 

@@ -79,6 +79,19 @@ def test_excerpts_are_rendered_with_their_wearer_and_english_first(clock):
     assert english_first(["Alice: 你好", "Jake: Hello"]) == ["Alice: 你好", "Jake: Hello"]
 
 
+def test_words_heard_by_several_wearers_are_shown_once_and_filler_is_bounded(clock):
+    at = T + 16 * 60_000
+    alice = unit("A2_ALICE", at, "I tighten a screw\nJake: Where is the screwdriver?\nI look at the table\nI sit down", 1)
+    tasha = unit("A3_TASHA", at, "I hold a box\nJake: Where is the screwdriver?", 2)
+    later = unit("A3_TASHA", at + 60_000, "Jake: Where is the screwdriver?", 3)
+    q, count = Query("Where is the screwdriver?", T + 3_600_000), lambda s: len(s) // 4
+    _, text = fit_units([alice, tasha, later], q, 3000, count, clock.label, once=True)
+    assert text.count("Where is the screwdriver?") == 2  # once at 11:16 (Alice's, the better excerpt), once at 11:17
+    assert "I hold a box" in text
+    _, cut = fit_units([alice], q, 3000, count, clock.label, filler=1)
+    assert cut.splitlines()[1:] == ["I tighten a screw", "Jake: Where is the screwdriver?"]  # the match and its neighbour
+
+
 def test_extractive_answers_name_who_and_when(clock):
     q = Query("Who tightened the screws?", T + 3_600_000)
     alice = unit("A2_ALICE", T + 16 * 60_000, "我依旧在拧螺丝\nI keep tightening screws")

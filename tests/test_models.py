@@ -129,3 +129,49 @@ def test_a_loaded_model_is_freed_at_exit_and_refuses_work_after():
     assert llm.llama._sampler is None and llm.llama._model.model is None
     with pytest.raises(ModelError, match="closed"):
         llm.text([{"role": "user", "content": "Hi"}], max_tokens=1)
+
+
+class Who(BaseModel):
+    name: str = Field(max_length=20)
+
+
+@pytest.mark.slow
+def test_the_fixed_head_of_a_prompt_is_evaluated_once(tiny_llm):
+    """The system prompt stays in the model's state across calls, even when another role's prompt
+    came in between; the reply is the one evaluated from scratch."""
+    system = "You answer questions about what happened in a shared house, from the evidence only. " * 5
+    asked = lambda q: [{"role": "system", "content": system}, {"role": "user", "content": q}]  # noqa: E731
+    other = [{"role": "system", "content": "You plan searches in the memories of people. " * 5},
+             {"role": "user", "content": "Who cut the mango?"}]
+    q1 = "Evidence: Alice cut a mango in the kitchen.\nQuestion: who cut the mango? Give the name."
+    q2 = "Evidence: Jake carried the boards to the yard.\nQuestion: who carried the boards? Give the name."
+    toks, head = tiny_llm.prompts.tokens(asked(q1))
+    assert head > 60 and toks[:head] == tiny_llm.prompts.tokens(asked(q2))[0][:head]
+    first, u1 = tiny_llm.json(asked(q1), Who, max_tokens=30)
+    tiny_llm.json(other, Who, max_tokens=30)  # another role takes the context
+    _, u2 = tiny_llm.json(asked(q2), Who, max_tokens=30)
+    tiny_llm.json(other, Who, max_tokens=30)
+    again, u3 = tiny_llm.json(asked(q1), Who, max_tokens=30)
+    assert u1.cached_tokens < 10 and u1.prompt_tokens == len(toks)
+    assert u2.cached_tokens >= head and u3.cached_tokens >= head  # evaluated: only what follows the head
+    assert again == first
+
+
+@pytest.mark.slow
+def test_a_background_prompt_gives_way_between_chunks(tiny_llm):
+    """A question waits for at most one chunk (128 tokens) of a background prompt, not the whole of it."""
+    asks = []
+
+    def question_came() -> bool:
+        asks.append(tiny_llm.llama.n_tokens)
+        return len(asks) > 3  # asked before the gate, before the head, before the first chunk of the rest, after it
+
+    long = "10:21:03 [Alice] I take a knife from the drawer and cut the mango on the table.\n" * 120
+    messages = [{"role": "system", "content": "You write events."}, {"role": "user", "content": long}]
+    toks, _ = tiny_llm.prompts.tokens(messages)
+    assert len(toks) > 3 * tiny_llm.llama.n_batch
+    with pytest.raises(ModelPreempted, match="during the prompt"):
+        tiny_llm.json(messages, Who, max_tokens=30, priority=LOW, yield_to=question_came)
+    assert 128 < tiny_llm.llama.n_tokens <= 200  # the head and one chunk: stopped long before the prompt's end
+    reply, _ = tiny_llm.json([{"role": "user", "content": "Name a fruit."}], Who, max_tokens=30)  # and serves after
+    assert reply.name
