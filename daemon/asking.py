@@ -45,11 +45,6 @@ class Asking:
         self.counts = {"questions": 0, "answered": 0, "failed": 0, "refused": 0}
         self.last: dict | None = None  # the latest answer given over HTTP
 
-    @property
-    def busy(self) -> bool:
-        """A question is being answered (the background embedding gives way to it)."""
-        return self._lock.locked()
-
     def answer(self, query: Query, shown=None) -> Answer:
         """Blocking: waits for any question under way, then answers this one."""
         with self.foreground.question(), self._lock:
