@@ -36,7 +36,7 @@ def store(tmp_path) -> Store:
 @pytest.fixture(scope="session")
 def slice_db(tmp_path_factory, egolife, clock) -> Path:
     """DAY1 11:00-13:00 of three agents, imported once for the session (read-only for tests)."""
-    from daemon.ingest import import_egolife
+    from daemon.recordings import import_egolife
 
     path = tmp_path_factory.mktemp("slice") / "slice.sqlite"
     s = Store(path)
