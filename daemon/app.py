@@ -41,8 +41,8 @@ class Daemon:
     def __init__(self, settings: Settings, *, db: Path | str, clock: HouseClock, link: Link, reports: Reports,
                  gate: Gate, ingestor: Ingestor, desk: QuestionDesk, watch: Watch | None = None,
                  asking: Asking | None = None, consolidation: Consolidation | None = None,
-                 indexer: Indexer | None = None, hearing: AudioWorker | None = None,
-                 seeing: FrameWorker | None = None, journal: PoisonJournal | None = None,
+                 indexer: Indexer | None = None, audio: AudioWorker | None = None,
+                 frames: FrameWorker | None = None, journal: PoisonJournal | None = None,
                  broker: EmbeddedBroker | None = None, browse: Browse | None = None, llm=None,
                  closing: threading.Event | None = None):
         """Finished parts (built by `daemon.build.daemon`; tests hand in fakes). `closing` is set
@@ -51,7 +51,7 @@ class Daemon:
         self.link, self.reports, self.gate, self.watch = link, reports, gate, watch or reports.watch
         self.ingestor, self.desk, self.asking = ingestor, desk, asking
         self.consolidation, self.indexer, self.llm = consolidation, indexer, llm
-        self.hearing, self.seeing = hearing, seeing
+        self.audio, self.frames = audio, frames
         self.journal, self.broker, self.browse = journal, broker, browse
         self.closing = closing or threading.Event()
         self.started = time.time()
@@ -87,10 +87,10 @@ class Daemon:
             return True
         if kind == "query":
             self.desk.offer(m)
-        elif kind == "audio" and self.hearing:
-            self.hearing.offer(agent, m)
-        elif kind == "frame" and self.seeing:
-            self.seeing.offer(agent, m)
+        elif kind == "audio" and self.audio:
+            self.audio.offer(agent, m)
+        elif kind == "frame" and self.frames:
+            self.frames.offer(agent, m)
         elif kind == "status":
             self.watch.agent(agent, m.payload)
         elif kind in ("audio", "frame"):
@@ -129,14 +129,14 @@ class Daemon:
         s = self.settings
         jobs = [("mqtt-link", self.link.run(self.route)), ("ingest", self.ingestor.run()),
                 ("questions", self.desk.run())]
-        if self.hearing:
-            jobs.append(("speech-vad", self.hearing.listen()))
-            jobs += [(f"speech-asr-{i}", self.hearing.transcribe()) for i in range(s.speech.workers)]
-        if self.seeing:
-            jobs.append(("frames", self.seeing.write()))
-            if self.seeing.captioner:
-                jobs.append(("frame-captions", self.seeing.caption()))
-            jobs.append(("frame-retention", self.seeing.retain()))
+        if self.audio:
+            jobs.append(("speech-vad", self.audio.listen()))
+            jobs += [(f"speech-asr-{i}", self.audio.transcribe()) for i in range(s.speech.workers)]
+        if self.frames:
+            jobs.append(("frames", self.frames.write()))
+            if self.frames.captioner:
+                jobs.append(("frame-captions", self.frames.caption()))
+            jobs.append(("frame-retention", self.frames.retain()))
         if self.consolidation:
             jobs.append(("consolidation", self.consolidation.run(self.ingestor.closed_until)))
         jobs.append(("stats", self._stats()))
@@ -160,7 +160,7 @@ class Daemon:
         while True:
             await asyncio.sleep(min(60.0, idle_s / 4))
             gone = self.ingestor.forget_idle(idle_s)
-            for part in (self.hearing, self.seeing):
+            for part in (self.audio, self.frames):
                 if part is not None:
                     gone |= part.forget_idle(idle_s)
             if gone:
@@ -182,8 +182,8 @@ class Daemon:
                 "queues": {"captions": self.ingestor.queue.qsize(), "questions": self.desk.queue.qsize(),
                            "outbox": self.link.outbox.qsize()},
                 "link": {"connects": self.link.connects, "dropped": self.link.dropped},
-                "speech": self.hearing.stats() if self.hearing else None,
-                "frames": self.seeing.stats() if self.seeing else None,
+                "speech": self.audio.stats() if self.audio else None,
+                "frames": self.frames.stats() if self.frames else None,
                 "gate": self.gate.counts,
                 "answer_ms_p50": lat[len(lat) // 2] if lat else None,
                 "watermarks": {a: self.clock.iso(w) for a, w in self.ingestor.watermarks.items()}}

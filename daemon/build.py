@@ -155,10 +155,10 @@ def ingestor(settings: Settings, store, *, report, journal=None, on_batch=None):
                     journal=journal, on_batch=on_batch)
 
 
-def audio_worker(settings: Settings, store, *, report, advance, journal=None):
+def audio_worker(settings: Settings, store, *, report, advance, journal=None, model=None):
     from daemon.audio_worker import AudioWorker
 
-    return AudioWorker(store, settings.speech, report=report, advance=advance, journal=journal)
+    return AudioWorker(store, settings.speech, report=report, advance=advance, journal=journal, model=model)
 
 
 def frame_worker(settings: Settings, store, *, report, embedder=None, captioner=None, journal=None):
@@ -193,6 +193,7 @@ async def daemon(settings: Settings, db: Path | None = None):
 
     from daemon.app import Daemon
     from daemon.asking import Asking
+    from daemon.audio_stream import load_transcriber
     from daemon.consolidation import Consolidation
     from daemon.notify import notify
     from daemon.poison import PoisonJournal
@@ -217,18 +218,19 @@ async def daemon(settings: Settings, db: Path | None = None):
     serving = retrievers(open_store(s, db), clock, s)
     answers = answerer(s, serving.store, clock, model, serving, frames=frame_finder(s, serving.store, embedder))
     asking = Asking(answers, clock, asker=s.retrieval.asker, budget=s.retrieval.budget)
-    hearing = seeing = None
+    audio = frames = None
     if s.speech.enabled:
-        hearing = audio_worker(s, open_store(s, db), report=report, advance=ingest.advance, journal=journal)
-        await asyncio.to_thread(hearing.load)
+        whisper = await asyncio.to_thread(load_transcriber, s.speech, s.speech.workers)
+        audio = audio_worker(s, open_store(s, db), report=report, advance=ingest.advance, journal=journal,
+                             model=whisper)
     if s.frames.enabled:
-        seeing = frame_worker(s, open_store(s, db), report=report, embedder=embedder, captioner=captioner,
+        frames = frame_worker(s, open_store(s, db), report=report, embedder=embedder, captioner=captioner,
                               journal=journal)
     desk = QuestionDesk(asking, clock, link.topics, link.publish, queue_size=s.daemon.query_queue,
                         asker=s.retrieval.asker, budget=s.retrieval.budget, report=report, journal=journal)
     indexer = _indexer(s, db, clock, serving, stop=closing.is_set, report=report)
     return Daemon(s, db=db, clock=clock, link=link, reports=reported, gate=gate(s), ingestor=ingest, desk=desk,
-                  asking=asking, consolidation=consolidation, indexer=indexer, hearing=hearing, seeing=seeing,
+                  asking=asking, consolidation=consolidation, indexer=indexer, audio=audio, frames=frames,
                   journal=journal, broker=broker, browse=Browse(open_store(s, db), s.frames.dir), llm=model,
                   closing=closing)
 

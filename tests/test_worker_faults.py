@@ -108,8 +108,7 @@ def test_a_recognizer_that_raises_costs_one_utterance_not_the_worker(tmp_path):
     store = Store(tmp_path / "m.sqlite")
     reports, marks = [], []
     hearing = AudioWorker(store, SpeechSettings(), report=lambda code, msg, **w: reports.append(code),
-                      advance=lambda agent, ms: marks.append(ms))
-    hearing.model = FlakyRecognizer()
+                          advance=lambda agent, ms: marks.append(ms), model=FlakyRecognizer())
 
     async def run():
         worker = await _recognise_two(hearing)
@@ -129,10 +128,10 @@ def test_a_full_disk_keeps_the_utterance_until_there_is_room(tmp_path, monkeypat
 
     store = Store(tmp_path / "m.sqlite")
     reports = []
+    recognizer = FlakyRecognizer()
+    recognizer.calls = 1  # no model error: the disk is the fault
     hearing = AudioWorker(store, SpeechSettings(), report=lambda code, msg, **w: reports.append(code),
-                      advance=lambda agent, ms: None)
-    hearing.model = FlakyRecognizer()
-    hearing.model.calls = 1  # no model error: the disk is the fault
+                          advance=lambda agent, ms: None, model=recognizer)
     real_add, full = store.add, threading.Event()
     full.set()
 
