@@ -63,6 +63,10 @@ class SearchSettings(BaseModel):
     scales: bool = Field(True, description="Pool evidence over 10-minute and 1-hour windows.")
     context: bool = Field(True, description="A unit borrows part of its neighbours' score.")
     entities: bool = Field(True, description="Follow the question's key objects; rank by strict-to-loose match.")
+    entity_memory: bool = Field(
+        True, description="Follow the question's objects through their occasions in the order it asks (latest, "
+        "earliest, one per day), and rank units by the people present in them (entity memory).")
+    hierarchy: bool = Field(True, description="Matching shared-memory events lead to the best units of their window.")
     options_apart: bool = Field(True, description="Score each answer option with the question on its own.")
     option_weight: float = Field(1.0, ge=0, description="Weight of an option's words against the question's.")
     name_option_share: float = Field(0.5, ge=0, description="Share of the option weight for people's names.")
@@ -72,6 +76,9 @@ class SearchSettings(BaseModel):
     context_weight: float = Field(0.2, ge=0, description="Share of the best neighbour's score a unit borrows.")
     entity_weight: float = Field(0.1, ge=0, description="Bonus of a unit matching every key entity strictly.")
     entity_search_weight: float = Field(0.5, ge=0, description="Score of entity-only hits relative to BM25.")
+    chain_weight: float = Field(0.2, ge=0, description="Bonus of a unit on the first occasion of the entity chain.")
+    people_weight: float = Field(0.1, ge=0, description="Bonus of a unit where every person the question names is present.")
+    hierarchy_weight: float = Field(0.1, ge=0, description="Bonus of a unit inside the best matching event's window.")
     max_entities: int = Field(2, ge=1, le=6, description="Key entities taken from a question.")
     recency_weight: float = Field(0.0, ge=0, description="Extra weight of a moment just past, fading with age.")
     recency_hours: float = Field(6.0, gt=0, description="Hours over which the recency weight falls by e.")

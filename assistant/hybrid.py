@@ -18,17 +18,21 @@ Each part can be switched off (`retrieval.*` settings; `chorus bench` runs the a
 from __future__ import annotations
 
 import math
+import re
 import time
 from collections import defaultdict
 from dataclasses import dataclass, replace
 
 import numpy as np
 
+from assistant.chains import chain_order, chain_scores, hierarchy_scores, presence
 from assistant.config import SearchSettings
 from assistant.lexical import LexicalRetriever
 from assistant.query import Query, Retrieved, person_name
 from assistant.temporal import HOUR, Intent, read_intent
 from memory.clock import HouseClock
+from memory.entities import EntityMemory
+from memory.events import EventStore
 from memory.lexical import LexicalIndex
 from memory.records import SEGMENT_MS, WINDOW_MS, Unit
 from memory.store import Store
@@ -46,6 +50,9 @@ class Cand:
     dense: float = 0.0
     score: float = 0.0
     level: int = 0
+    chain: float = 0.0
+    hier: float = 0.0
+    people: float = 0.0
 
 
 class HybridRetriever:
@@ -53,7 +60,8 @@ class HybridRetriever:
 
     def __init__(self, store: Store, clock: HouseClock, settings: SearchSettings, *, index: LexicalIndex | None = None,
                  vectors=None, embedder=None, event_vectors=None, name: str = "default",
-                 pool_cache: dict | None = None):
+                 pool_cache: dict | None = None, entities: EntityMemory | None = None,
+                 event_index: LexicalIndex | None = None):
         """`pool_cache` (optional, shared by variants that differ only in weights applied after the
         candidates are gathered: the weight search of `chorus bench --loo`) keeps each question's
         candidates, so a variant re-scores them instead of searching again."""
@@ -62,6 +70,7 @@ class HybridRetriever:
         self.index = self.lexical.index
         self.vectors, self.embedder, self.event_vectors = vectors, embedder, event_vectors
         self.pool_cache = pool_cache
+        self.entities, self.event_index = entities, event_index
         self._names: set[str] | None = None
 
     # -- candidates ---------------------------------------------------------------------
@@ -69,6 +78,8 @@ class HybridRetriever:
         """Before a question: the lexical index, and the vectors when only a few units are new (a
         larger backlog is embedded by `Retrievers.prepare` or the daemon's background indexer)."""
         self.index.refresh()
+        if self.s.entity_memory and self.entities is not None:
+            self.entities.refresh()
         if self.s.dense and self.vectors is not None:
             self.vectors.refresh(limit=INLINE_EMBED)
 
@@ -93,8 +104,31 @@ class HybridRetriever:
                 for i, sim in self.vectors.search(qv, k=POOL, as_of=q.as_of_ms, agents=agents):
                     c = cands.setdefault(i, Cand(None))  # type: ignore[arg-type]
                     c.dense = max(c.dense, sim)
+        self._ways_in(q, intent, agents, cands)
         units = self.store.units(list(cands))
         return {i: replace(c, unit=units[i]) for i, c in cands.items() if i in units}
+
+    def _ways_in(self, q: Query, intent: Intent, agents, cands: dict[int, Cand]) -> None:
+        """Candidates by the entity chain and the events above the units; the people present."""
+        if self.s.entity_memory and self.entities is not None:
+            order = chain_order(q.question, intent)
+            day = lambda ms: self.clock.day_of(ms)[0]  # noqa: E731
+            for i, sc in chain_scores(self.index, self.key_entities(q), q, order, agents, day).items():
+                cands.setdefault(i, Cand(None)).chain = sc  # type: ignore[arg-type]
+        if self.s.hierarchy and self.event_index is not None:
+            weights = self.lexical.weights(replace(q, options=()))
+            for i, sc in hierarchy_scores(self.index, self.event_index, EventStore(self.store), weights, q,
+                                          agents).items():
+                cands.setdefault(i, Cand(None)).hier = sc  # type: ignore[arg-type]
+        if self.s.entity_memory and self.entities is not None:
+            for i, sc in presence(self.entities, list(cands), self.named(q)).items():
+                cands[i].people = sc
+
+    def named(self, q: Query) -> set[str]:
+        """The people a question names, as the entity memory keeps them."""
+        if self.entities is None:
+            return set()
+        return {w.lower() for w in re.findall(r"[A-Za-z]+", q.question)} & self.entities.known()
 
     def _lexical_queries(self, q: Query) -> list[dict[str, float]]:
         """One weighted query; with `options_apart`, one per option (question + that option), so
@@ -152,6 +186,10 @@ class HybridRetriever:
             c.score = c.lex / lex_max + (s.dense_weight * d if s.dense else 0.0)
         if s.entities:
             self._entity_levels(q, intent, cands)
+        for c in cands.values():
+            c.score += (s.chain_weight * c.chain if s.entity_memory else 0.0) + (
+                s.people_weight * c.people if s.entity_memory else 0.0) + (
+                s.hierarchy_weight * c.hier if s.hierarchy else 0.0)
         if s.context:
             by_slot = {(c.unit.agent, c.unit.start_ms): c.score for c in cands.values()}
             for c in cands.values():
@@ -188,7 +226,9 @@ class HybridRetriever:
                 if have == ents:
                     level = 2
                     in_range = not intent.ranged or intent.relevance(c.unit.start_ms) == 1.0
-                    if all(i in having[t] for t in named) and in_range:
+                    present = c.people == 1.0 if self.s.entity_memory and self.entities is not None else all(
+                        i in having[t] for t in named)
+                    if present and in_range:
                         level = 3
             c.level = level
             c.score += self.s.entity_weight * level / 3

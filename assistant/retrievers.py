@@ -14,6 +14,7 @@ from collections.abc import Callable
 from assistant.config import SearchSettings
 from assistant.hybrid import HybridRetriever
 from memory.clock import HouseClock
+from memory.entities import EntityMemory
 from memory.lexical import EVENTS, LexicalIndex
 from memory.store import Store
 from memory.tokenize import MULTILINGUAL_VIEW, english_view, multilingual_view
@@ -23,7 +24,8 @@ from models.errors import ModelError
 logger = logging.getLogger(__name__)
 # part name -> its switch in `SearchSettings`
 PARTS = {"dense": "dense", "temporal": "temporal", "scales": "scales", "context": "context",
-         "entities": "entities", "options": "options_apart"}
+         "entities": "entities", "options": "options_apart", "entity-memory": "entity_memory",
+         "hierarchy": "hierarchy"}
 NAMES = ("default", *(f"no-{p}" for p in PARTS), "lexical-only", "lexical", "egomas-reference")
 # encoder -> the key of its vector tables ('' = the tables MiniLM has always used)
 ENCODERS = {"use-multilingual": "use", "minilm": ""}
@@ -44,6 +46,8 @@ class Retrievers:
         its background indexer this way); other encoders are built from the settings."""
         self.store, self.clock, self.settings = store, clock, settings
         self.index = LexicalIndex(store)
+        self.event_index = LexicalIndex(store, EVENTS)
+        self.entities = EntityMemory(store)
         self._embedder_factory = embedder_factory
         self._dense: dict[str, tuple[VectorIndex, VectorIndex, object]] = {}
         self._broken: set[str] = set()
@@ -94,6 +98,7 @@ class Retrievers:
         `encoders`: those to prepare besides the configured one."""
         if lexical:
             self.index.refresh()
+            self.entities.refresh()
         done: dict[str, int] = {}
         for enc in dict.fromkeys((self.settings.encoder, *encoders)):
             if not self.dense_ok(enc):
@@ -128,7 +133,8 @@ class Retrievers:
         if s.dense and self.dense_ok(encoder):
             seg, ev, e = self._open(encoder)
         return HybridRetriever(self.store, self.clock, s, index=self.index, vectors=seg, embedder=e,
-                               event_vectors=ev, name=name, pool_cache=pool_cache)
+                               event_vectors=ev, name=name, pool_cache=pool_cache, entities=self.entities,
+                               event_index=self.event_index)
 
 
 def make_encoder(s: SearchSettings, encoder: str):

@@ -27,6 +27,9 @@ GRID: dict[str, tuple[float, ...]] = {
     "context_weight": (0.0, 0.1, 0.2, 0.4),
     "entity_weight": (0.0, 0.05, 0.1, 0.2),
     "curation_share": (0.0, 0.1, 0.2, 0.3),
+    "chain_weight": (0.0, 0.1, 0.2, 0.4),
+    "people_weight": (0.0, 0.05, 0.1, 0.2),
+    "hierarchy_weight": (0.0, 0.05, 0.1, 0.2),
 }
 
 

@@ -135,10 +135,27 @@ def m0005_frames(conn: sqlite3.Connection) -> None:
     conn.execute("CREATE INDEX frames_agent_time ON frames (agent_id, ts_ms)")
 
 
+def m0006_entities(conn: sqlite3.Connection) -> None:
+    """The people of each segment (`memory.entities`): wearer, speakers, names in captions."""
+    conn.execute(
+        """CREATE TABLE person_encounters (
+            person TEXT NOT NULL,
+            segment_id INTEGER NOT NULL,
+            agent_id INTEGER NOT NULL,
+            start_ms INTEGER NOT NULL,
+            asof_ms INTEGER NOT NULL,
+            role INTEGER NOT NULL,
+            PRIMARY KEY (person, segment_id)
+        ) WITHOUT ROWID"""
+    )
+    conn.execute("CREATE INDEX person_encounters_segment ON person_encounters (segment_id)")
+
+
 MIGRATIONS = [
     ("0001_core", m0001_core),
     ("0002_change_log", m0002_change_log),
     ("0003_consolidation", m0003_consolidation),
     ("0004_vectors", m0004_vectors),
     ("0005_frames", m0005_frames),
+    ("0006_entities", m0006_entities),
 ]

@@ -66,7 +66,7 @@ def test_each_part_changes_the_ranking(pool, clock):
 
     base = ids("default")
     for name in NAMES:
-        if name.startswith("no-"):
+        if name.startswith("no-") and name != "no-hierarchy":  # the slice has no events: tests/test_entities.py
             assert ids(name) != base, name
 
 

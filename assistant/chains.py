@@ -1,0 +1,94 @@
+"""Ways into the fine units besides the best-matching moment: an entity's chain of occasions, the
+people present, and the shared-memory events above the units (the hybrid retriever's `entity_memory`
+and `hierarchy` parts).
+
+- Chain (GEB, EGAgent): the units holding every key object of the question (else its rarest one),
+  grouped into occasions (10-minute windows) and taken in the order the question asks: the latest
+  occasions before the one under way for "last time" and "where is", the earliest for "first", one
+  per day for habits. Each occasion's units score by its rank (1, 1/2, 1/3, ...).
+- People: the share of the people a question names who are present in a unit, as wearer, speaker
+  or named in its captions (`memory.entities`): Alice's own view counts for "Alice".
+- Hierarchy: the events that match the question lead to the best-matching units inside their
+  window, scored by the event's rank.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from assistant.query import Query
+from assistant.temporal import Intent
+from memory.entities import EntityMemory, Occasion, occasions
+from memory.events import EventStore
+from memory.lexical import LexicalIndex
+
+OCCASIONS = 4  # occasions of a chain taken
+PER_OCCASION = 12  # units of one occasion taken (a chain through a busy hour would flood the pool)
+RECENT_GAP_MS = 10 * 60_000
+_WHERE = re.compile(r"\b(where (is|was|are|were|did|do)|put (it|them)|placed?|left)\b", re.I)
+
+
+def chain_order(question: str, intent: Intent) -> str | None:
+    """The order the question asks of an entity's occasions: latest, earliest, spread or None."""
+    if intent.order:
+        return intent.order
+    return "latest" if _WHERE.search(question) else None
+
+
+def chain_scores(index: LexicalIndex, entities: Sequence[str], q: Query, order: str | None, agents,
+                 day_of) -> dict[int, float]:
+    """id -> the rank score of its occasion on the entity chain (empty with no order or entity)."""
+    if not order or not entities:
+        return {}
+    ids, starts, ags = index.having(entities, as_of=q.as_of_ms, agents=agents)
+    if not len(ids) and len(entities) > 1:
+        ids, starts, ags = index.having(entities[:1], as_of=q.as_of_ms, agents=agents)
+    occ = occasions(ids, starts, ags)
+    if order == "latest":
+        occ = [o for o in occ if o.start_ms < q.as_of_ms - RECENT_GAP_MS] or occ
+        occ.reverse()
+    elif order == "spread":
+        occ = _one_per_day(occ, day_of)
+    out: dict[int, float] = {}
+    for rank, o in enumerate(occ[:OCCASIONS]):
+        for i in o.ids[:PER_OCCASION]:
+            out.setdefault(i, 1.0 / (1 + rank))
+    return out
+
+
+def _one_per_day(occ: list[Occasion], day_of) -> list[Occasion]:
+    seen, first, rest = set(), [], []
+    for o in occ:
+        d = day_of(o.start_ms)
+        (rest if d in seen else first).append(o)
+        seen.add(d)
+    return first + rest
+
+
+def presence(entities: EntityMemory, ids: Sequence[int], named: set[str]) -> dict[int, float]:
+    """id -> share of the named people present in the unit."""
+    if not named:
+        return {}
+    found = entities.present(ids)
+    return {i: len(named & found.get(i, set())) / len(named) for i in ids}
+
+
+def hierarchy_scores(index: LexicalIndex, event_index: LexicalIndex, events: EventStore,
+                     weights: dict[str, float], q: Query, agents, *, k_events: int = 5,
+                     k_units: int = 6) -> dict[int, float]:
+    """id -> the rank score of the best event whose window holds it (1, 1/2, ...)."""
+    event_index.refresh()
+    hits = event_index.search(weights, k=k_events, as_of=q.as_of_ms)
+    if not hits:
+        return {}
+    found = {e.id: e for e in events.events([i for i, _ in hits])}
+    out: dict[int, float] = {}
+    for rank, (eid, _) in enumerate(hits):
+        e = found.get(eid)
+        if e is None:
+            continue
+        for i, _ in index.search(weights, k=k_units, as_of=q.as_of_ms, agents=agents, start_ms=e.start_ms,
+                                 end_ms=max(e.end_ms, e.start_ms + 1)):
+            out.setdefault(i, 1.0 / (1 + rank))
+    return out
