@@ -27,7 +27,6 @@ from daemon.notify import notify, watchdog_period_s
 from daemon.poison import PoisonJournal
 from daemon.questions import QuestionDesk
 from daemon.settings import Settings
-from daemon.watch import Watch
 from memory.browse import Browse
 from memory.clock import HouseClock
 from streams.errors import StreamError
@@ -39,16 +38,17 @@ VERSION = "0.1.0"
 
 class Daemon:
     def __init__(self, settings: Settings, *, db: Path | str, clock: HouseClock, link: Link, reports: Reports,
-                 gate: Gate, ingestor: Ingestor, desk: QuestionDesk, watch: Watch | None = None,
-                 asking: Asking | None = None, consolidation: Consolidation | None = None,
-                 indexer: Indexer | None = None, audio: AudioWorker | None = None,
-                 frames: FrameWorker | None = None, journal: PoisonJournal | None = None,
+                 gate: Gate, ingestor: Ingestor, desk: QuestionDesk, asking: Asking | None = None,
+                 consolidation: Consolidation | None = None, indexer: Indexer | None = None,
+                 audio: AudioWorker | None = None, frames: FrameWorker | None = None,
+                 journal: PoisonJournal | None = None,
                  broker: EmbeddedBroker | None = None, browse: Browse | None = None, llm=None,
                  closing: threading.Event | None = None):
         """Finished parts (built by `daemon.build.daemon`; tests hand in fakes). `closing` is set
         when the process stops, for work in threads that must end with it."""
         self.settings, self.db, self.clock = settings, db, clock
-        self.link, self.reports, self.gate, self.watch = link, reports, gate, watch or reports.watch
+        self.link, self.reports, self.gate = link, reports, gate
+        self.watch = reports.watch  # agents' statuses and the latest errors, for the web page and Home Assistant
         self.ingestor, self.desk, self.asking = ingestor, desk, asking
         self.consolidation, self.indexer, self.llm = consolidation, indexer, llm
         self.audio, self.frames = audio, frames
