@@ -67,6 +67,7 @@ class Answerer:
         self, store: Store, clock: HouseClock, settings: AnswerSettings, llm: LocalLLM | None = None, *,
         shared: bool = True, dynamic: bool = True, budget: int = 15, planner: str | None = None,
         search: SearchSettings | None = None, retrievers: Retrievers | None = None,
+        frames: FrameFinder | None = None,
     ):
         hybrid = None
         if search is not None or retrievers is not None:
@@ -76,7 +77,7 @@ class Answerer:
         self.clock, self.settings, self.llm = clock, settings, llm
         self.shared, self.dynamic, self.budget = shared, dynamic, budget
         self.planner = planner or settings.planner
-        self.frames = FrameFinder(FrameStore(store))  # the daemon swaps in one with its embedder
+        self.frames = frames or FrameFinder(FrameStore(store))  # the daemon's has its embedder
 
     # -- retrieval ----------------------------------------------------------------------
     def gather(self, q: Query, planner: str | None = None) -> Gathered:

@@ -34,12 +34,8 @@ def shown_hits(store, units: list[Unit], shown: list[list[str]], targets: Iterab
     ts = list(targets)
     ids = [i for u in units for i in u.obs_ids]
     times: dict[str, list[tuple[int, int]]] = defaultdict(list)
-    for k in range(0, len(ids), 500):
-        part = ids[k:k + 500]
-        for start, end, kind, speaker, text in store.db.execute(
-                f"SELECT start_ms, end_ms, kind, speaker, text FROM observations WHERE id IN ({','.join('?' * len(part))})",
-                part):
-            times[f"{speaker}: {text}" if kind == "transcript" and speaker else text].append((start, end))
+    for start, end, line in store.line_times(ids):
+        times[line].append((start, end))
     spans = [se for u, lines in zip(units, shown, strict=True) if u.end_ms - u.start_ms <= 60_000
              for line in lines for se in times.get(line, [(u.start_ms, u.end_ms)])]
     return {f"shown{k[3:]}": any(a - w <= t <= b + w for a, b in spans for t in ts) for k, w in WINDOWS.items()}

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 
 from assistant.query import Query
 from assistant.temporal import Intent
-from memory.entities import EntityMemory, Occasion, occasions
+from memory.entities import EntityMemory, Occasion, object_encounters, occasions
 from memory.events import EventStore
 from memory.lexical import LexicalIndex
 
@@ -41,9 +41,9 @@ def chain_scores(index: LexicalIndex, entities: Sequence[str], q: Query, order: 
     """id -> the rank score of its occasion on the entity chain (empty with no order or entity)."""
     if not order or not entities:
         return {}
-    ids, starts, ags = index.having(entities, as_of=q.as_of_ms, agents=agents)
+    ids, starts, ags = object_encounters(index, entities, as_of=q.as_of_ms, agents=agents)
     if not len(ids) and len(entities) > 1:
-        ids, starts, ags = index.having(entities[:1], as_of=q.as_of_ms, agents=agents)
+        ids, starts, ags = object_encounters(index, entities[:1], as_of=q.as_of_ms, agents=agents)
     occ = occasions(ids, starts, ags)
     if order == "latest":
         occ = [o for o in occ if o.start_ms < q.as_of_ms - RECENT_GAP_MS] or occ

@@ -1,4 +1,5 @@
-"""The default retriever: bilingual BM25 (bm25s, day shards) over 30-second segments.
+"""The `lexical` retriever (the default before the hybrid one): bilingual BM25 (bm25s, day
+shards) over 30-second segments.
 
 The same moment is often in several wearers' segments (they heard the same words), so by
 default one unit per 30-second slot is kept: the budget buys more distinct moments.

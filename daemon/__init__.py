@@ -1,1 +1,1 @@
-"""The process: settings, lifecycle, wiring, command line, logging."""
+"""The process: the daemon and the parts it runs, how they are built from settings, and the command line (`cli/`)."""

@@ -1,5 +1,6 @@
-"""`chorus run`: the daemon. Named tasks in one TaskGroup; a dead worker ends the process non-zero
-so that systemd restarts it."""
+"""`chorus run`: the daemon. It runs the parts `daemon/build.py` made from the settings: named
+tasks in one TaskGroup, messages routed from the link to the part that handles them; a dead worker
+ends the process non-zero so that systemd restarts it."""
 
 from __future__ import annotations
 
@@ -13,70 +14,53 @@ import time
 from functools import partial
 from pathlib import Path
 
-from daemon import outlook, wiring
+from daemon import outlook
+from daemon.admission import Gate, Reports
 from daemon.asking import Asking
-from daemon.broker import EmbeddedBroker, listening
-from daemon.guard import Gate, ReportThrottle
+from daemon.audio_worker import AudioWorker
+from daemon.broker import EmbeddedBroker
+from daemon.consolidation import Consolidation
+from daemon.frame_worker import FrameWorker
+from daemon.indexer import Indexer
 from daemon.ingestor import Ingestor
 from daemon.notify import notify, watchdog_period_s
 from daemon.poison import PoisonJournal
 from daemon.questions import QuestionDesk
 from daemon.settings import Settings
-from daemon.watch import Watch
-from memory.records import WINDOW_MS
+from memory.browse import Browse
+from memory.clock import HouseClock
 from models.yielding import Foreground
 from streams.errors import StreamError
 from streams.link import Inbound, Link
-from streams.messages import dumps, error_payload
 
 logger = logging.getLogger(__name__)
 VERSION = "0.1.0"
 
 
 class Daemon:
-    def __init__(self, settings: Settings, db: Path | None = None):
-        self.settings = settings
-        self.db = db or settings.store.path
-        self.clock = wiring.clock_of(settings)
+    def __init__(self, settings: Settings, *, db: Path | str, clock: HouseClock, link: Link, reports: Reports,
+                 gate: Gate, ingestor: Ingestor, desk: QuestionDesk, asking: Asking | None = None,
+                 consolidation: Consolidation | None = None, indexer: Indexer | None = None,
+                 audio: AudioWorker | None = None, frames: FrameWorker | None = None,
+                 journal: PoisonJournal | None = None,
+                 broker: EmbeddedBroker | None = None, browse: Browse | None = None, llm=None,
+                 closing: threading.Event | None = None, foreground: Foreground | None = None):
+        """Finished parts (built by `daemon.build.daemon`; tests hand in fakes). `closing` is set
+        when the process stops, for work in threads that must end with it; `foreground` counts the
+        questions in flight, before which background work holds off."""
+        self.settings, self.db, self.clock = settings, db, clock
+        self.link, self.reports, self.gate = link, reports, gate
+        self.watch = reports.watch  # agents' statuses and the latest errors, for the web page and Home Assistant
+        self.ingestor, self.desk, self.asking = ingestor, desk, asking
+        self.consolidation, self.indexer, self.llm = consolidation, indexer, llm
+        self.audio, self.frames = audio, frames
+        self.journal, self.broker, self.browse = journal, broker, browse
+        self.closing = closing or threading.Event()
+        self.foreground = foreground
         self.started = time.time()
-        self.broker: EmbeddedBroker | None = None
-        self.counts = {"windows": 0, "events": 0, "errors_sent": 0, "errors_held": 0, "consolidation_failed": 0}
-        self._kick = asyncio.Event()
-        self.closing = threading.Event()  # asked by work in threads that must end with the process
-        self.foreground = Foreground()  # questions in flight: background work holds off meanwhile
-        self.hearing = self.seeing = None
-        d = settings.daemon
-        self.gate = Gate(d.allow_agents, d.rate_per_agent, d.rate_burst, total_rate=d.rate_total,
-                         total_burst=d.rate_total_burst, max_agents=d.max_agents)
-        self.throttle = ReportThrottle(max_keys=d.max_agents)
-        self.journal: PoisonJournal | None = None  # opened by run(): it reads and writes files beside the db
-        self.watch = Watch()  # agents' statuses and the latest errors, for the web page and Home Assistant
-
-    # -- start-up -------------------------------------------------------------------------
-    async def _broker_host(self) -> tuple[str, int]:
-        m = self.settings.mqtt
-        if m.host:
-            return m.host, m.port
-        if await asyncio.to_thread(listening, "127.0.0.1", m.port):
-            logger.info("using the MQTT broker listening on localhost:%d", m.port)
-            return "127.0.0.1", m.port
-        if not self.settings.daemon.embedded_broker:
-            return "127.0.0.1", m.port
-        self.broker = EmbeddedBroker("127.0.0.1", m.port)
-        await self.broker.start()
-        return "127.0.0.1", m.port
 
     def report(self, code: str, message: str, **where) -> None:
-        held = self.throttle.admit(code, where.get("agent"))
-        if held is None:  # a flood of the same complaint: counted, said later
-            self.counts["errors_held"] += 1
-            return
-        if held:
-            message += f" ({held} more like this held back)"
-        logger.warning("%s: %s (%s)", code, message, {k: v for k, v in where.items() if v})
-        self.counts["errors_sent"] += 1
-        self.watch.error(code, message, where)
-        self.link.publish(self.link.topics.errors, error_payload(code, message, **where), qos=0)
+        self.reports.report(code, message, **where)
 
     def route(self, m: Inbound) -> bool:
         """Send a message on its way; True when it was taken (a caption: acknowledged once stored)."""
@@ -106,10 +90,10 @@ class Daemon:
             return True
         if kind == "query":
             self.desk.offer(m)
-        elif kind == "audio" and self.hearing:
-            self.hearing.offer(agent, m)
-        elif kind == "frame" and self.seeing:
-            self.seeing.offer(agent, m)
+        elif kind == "audio" and self.audio:
+            self.audio.offer(agent, m)
+        elif kind == "frame" and self.frames:
+            self.frames.offer(agent, m)
         elif kind == "status":
             self.watch.agent(agent, m.payload)
         elif kind in ("audio", "frame"):
@@ -118,183 +102,70 @@ class Daemon:
         return False
 
     async def run(self) -> int:
-        s = self.settings
-        notify("EXTEND_TIMEOUT_USEC=300000000")
-        notify("STATUS=loading models")
-        self.journal = PoisonJournal(self.db)
-        host, port = await self._broker_host()
-        llm = await asyncio.to_thread(wiring.build_llm, s)
-        embedder, captioner = await asyncio.to_thread(wiring.build_vision, s)
-        from assistant.answer import Answerer
-        from assistant.consolidate import Consolidator
-        from assistant.frames import FrameFinder
-        from assistant.retrievers import Retrievers
-        from memory.events import EventStore
-
-        # one connection per worker thread; SQLite (WAL) orders the writers
-        ingest_store = wiring.open_store(s, self.db, reserve=True, ingest=True)
-        self.consolidator = Consolidator(EventStore(wiring.open_store(s, self.db)), llm, self.clock, s.consolidation,
-                                         foreground=self.foreground)
-        retrievers = Retrievers(wiring.open_store(s, self.db), self.clock, s.retrieval)
-        answerer = Answerer(retrievers.store, self.clock, s.answer, llm, budget=s.retrieval.budget,
-                            retrievers=retrievers)
-        answerer.frames = FrameFinder(wiring.frame_store(s, retrievers.store), embedder)
-        self.link = Link(wiring.link_config(s, host, port, protocol="3.1.1" if self.broker else "auto"), self.route)
-        d = s.daemon
-        self.ingestor = Ingestor(ingest_store, queue_size=d.caption_queue, max_bytes=d.max_caption_bytes,
-                                 grace_ms=int(d.grace_s * 1000), silence_s=d.silence_s, report=self.report,
-                                 queue_mb=d.caption_queue_mb, max_late_ms=int(d.max_late_h * 3_600_000),
-                                 journal=self.journal, on_batch=self._maybe_kick)
-        if s.speech.enabled:
-            from daemon.hearing import Hearing
-
-            self.hearing = Hearing(wiring.open_store(s, self.db), s.speech, report=self.report,
-                                   advance=self.ingestor.advance, journal=self.journal)
-            await asyncio.to_thread(self.hearing.load)
-        if s.frames.enabled:
-            from daemon.seeing import Seeing
-
-            self.seeing = Seeing(wiring.frame_store(s, wiring.open_store(s, self.db)), s.frames, s.vision,
-                                 report=self.report, embedder=embedder, captioner=captioner, journal=self.journal)
-        asking = Asking(answerer, self.clock, asker=s.retrieval.asker, budget=s.retrieval.budget,
-                        foreground=self.foreground)
-        self.desk = QuestionDesk(asking, self.clock, self.link.topics, self.link.publish,
-                                 queue_size=s.daemon.query_queue, asker=s.retrieval.asker,
-                                 budget=s.retrieval.budget, report=self.report, journal=self.journal)
-        self._closed_until = 0
         loop = asyncio.get_running_loop()
         stop = asyncio.Event()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
         try:
             async with asyncio.TaskGroup() as tg:
-                tg.create_task(self.link.run(), name="mqtt-link")
-                tg.create_task(self.ingestor.run(), name="ingest")
-                tg.create_task(self.desk.run(), name="questions")
-                if self.hearing:
-                    tg.create_task(self.hearing.listen(), name="speech-vad")
-                    for i in range(s.speech.workers):
-                        tg.create_task(self.hearing.transcribe(), name=f"speech-asr-{i}")
-                if self.seeing:
-                    tg.create_task(self.seeing.write(), name="frames")
-                    if captioner:
-                        tg.create_task(self.seeing.caption(), name="frame-captions")
-                    tg.create_task(self.seeing.retain(), name="frame-retention")
-                tg.create_task(self._scheduler(), name="consolidation")
-                tg.create_task(self._stats(), name="stats")
-                tg.create_task(self._indexer(retrievers), name="indexer")
-                tg.create_task(self._ready_and_watchdog(llm.name, retrievers.store), name="watchdog")
-                tg.create_task(self._forget_idle(), name="forget-idle")
-                for name, job in outlook.jobs(self, asking):  # the web page, Home Assistant discovery
+                for name, job in self.jobs():
                     tg.create_task(job, name=name)
                 await stop.wait()
                 loop.call_later(5, _dump_tasks)
                 raise _Stop
         except* _Stop:
-            self.journal.close()  # a clean stop: nothing was in flight when we died
+            if self.journal:
+                self.journal.close()  # a clean stop: nothing was in flight when we died
         finally:
             notify("STOPPING=1")
-            llm.closing.set()  # a generation in a worker thread ends at its next token
+            if self.llm is not None:
+                self.llm.closing.set()  # a generation in a worker thread ends at its next token
             self.closing.set()  # and a background embedding at its next batch
-            self.foreground.close()  # background work paused for a question stops waiting
+            if self.foreground is not None:
+                self.foreground.close()  # background work paused for a question stops waiting
             await self.link.close()
             if self.broker:
                 await self.broker.stop()
         logger.info("stopped")
         return 0
 
+    def jobs(self) -> list[tuple[str, object]]:
+        """(task name, coroutine) of everything the daemon runs."""
+        s = self.settings
+        jobs = [("mqtt-link", self.link.run(self.route)), ("ingest", self.ingestor.run()),
+                ("questions", self.desk.run())]
+        if self.audio:
+            jobs.append(("speech-vad", self.audio.listen()))
+            jobs += [(f"speech-asr-{i}", self.audio.transcribe()) for i in range(s.speech.workers)]
+        if self.frames:
+            jobs.append(("frames", self.frames.write()))
+            if self.frames.captioner:
+                jobs.append(("frame-captions", self.frames.caption()))
+            jobs.append(("frame-retention", self.frames.retain()))
+        if self.consolidation:
+            jobs.append(("consolidation", self.consolidation.run(self.ingestor.closed_until)))
+        jobs.append(("stats", self._stats()))
+        if self.indexer:
+            jobs.append(("indexer", self.indexer.run()))
+        jobs += [("watchdog", self._ready_and_watchdog(self.llm.name if self.llm else "none")),
+                 ("forget-idle", self._forget_idle())]
+        if self.asking and self.browse:  # the web page, Home Assistant discovery
+            jobs += outlook.jobs(self.supervision(), self.asking, self.browse)
+        return jobs
+
+    def supervision(self) -> outlook.Supervised:
+        return outlook.Supervised(settings=self.settings, db=self.db, clock=self.clock, link=self.link,
+                                  watch=self.watch, stats=self.stats, info=self.info,
+                                  closed_until=self.ingestor.closed_until, report=self.report)
+
     # -- background jobs ----------------------------------------------------------------
-    def _maybe_kick(self) -> None:
-        """New data closed a window on the watermark: consolidate now, not at the next tick."""
-        until = self.ingestor.closed_until(int(time.time() * 1000))
-        if until // WINDOW_MS > self._closed_until // WINDOW_MS:
-            self._closed_until = until
-            self._kick.set()
-
-    async def _scheduler(self) -> None:
-        from apscheduler.schedulers.asyncio import AsyncIOScheduler
-        from apscheduler.triggers.cron import CronTrigger
-        from apscheduler.triggers.interval import IntervalTrigger
-
-        every = self.settings.daemon.consolidate_every_s
-        trigger = (CronTrigger(minute="*/10", timezone="UTC") if every == 600
-                   else IntervalTrigger(seconds=every, timezone="UTC"))
-        scheduler = AsyncIOScheduler(timezone="UTC")
-        scheduler.add_job(self._tick, trigger, id="consolidate", max_instances=1, coalesce=True,
-                          misfire_grace_time=None)
-        scheduler.start()
-        try:
-            await self.consolidate()  # once at start-up: catch up on what came while we were down
-            while True:
-                await self._kick.wait()
-                self._kick.clear()
-                await self.consolidate()
-        finally:
-            scheduler.shutdown(wait=False)
-
-    async def _tick(self) -> None:
-        """The scheduled job only wakes the consolidation loop: one pass at a time, missed ticks coalesce."""
-        self._kick.set()
-
-    async def consolidate(self) -> None:
-        """One pass over the closed windows; only the scheduler loop calls it, so passes never overlap."""
-        loop = asyncio.get_running_loop()
-        until = self.ingestor.closed_until(int(time.time() * 1000))
-
-        def publish_window(r) -> None:
-            if r.status != "written":
-                return
-            for e in r.events:
-                body = {"id": e.id, "who": list(e.who), "what": e.what, "where": e.where, "how": e.how,
-                        "start": self.clock.iso(e.start_ms), "end": self.clock.iso(e.end_ms), "model": e.model}
-                loop.call_soon_threadsafe(partial(self.link.publish, self.link.topics.events, dumps(body), qos=1))
-            self.counts["windows"] += 1
-            self.counts["events"] += len(r.events)
-
-        try:
-            results = await asyncio.to_thread(self.consolidator.run, until_ms=until, on_window=publish_window)
-        except Exception as e:  # a full disk or a sick database: the windows stay pending, retried next tick
-            from memory.db import is_full
-
-            self.counts["consolidation_failed"] += 1
-            full = is_full(e) or is_full(e.__cause__ or e)
-            logger.warning("consolidation pass failed (%s: %s); windows stay pending", type(e).__name__, e)
-            self.report("disk_full" if full else "internal", f"consolidation paused: {type(e).__name__}: {e}")
-            return
-        if any(r.status == "preempted" for r in results):
-            self._kick.set()
-
-    async def _indexer(self, retrievers) -> None:
-        """Embeds new units in the background, on a connection of its own, so that a question
-        never waits for a backlog (at start-up: whatever arrived while the daemon was down); it
-        stops at its next batch while a question is answered, leaving the cores to the answer."""
-        from assistant.retrievers import Retrievers
-
-        if not await asyncio.to_thread(retrievers.dense_ok):
-            return
-        mine = Retrievers(wiring.open_store(self.settings, self.db), self.clock, self.settings.retrieval,
-                          embedder_factory=lambda: retrievers.vectors()[1])
-        while True:
-            try:
-                done = await asyncio.to_thread(mine.prepare, lexical=False, batch=32,
-                                               stop=self.foreground.between(self.closing.is_set))
-                if any(done.values()):
-                    logger.info("embedded %s", done)
-            except Exception as e:  # a full disk: the vectors wait, the daemon keeps serving
-                from memory.db import is_full
-
-                full = is_full(e) or is_full(e.__cause__ or e)
-                logger.warning("embedding paused (%s: %s)", type(e).__name__, e)
-                self.report("disk_full" if full else "internal", f"embedding paused: {type(e).__name__}: {e}")
-            await asyncio.sleep(self.settings.daemon.index_every_s)
-
     async def _forget_idle(self) -> None:
         """State kept per agent is bounded: agents quiet for `agent_idle_s` are forgotten."""
         idle_s = self.settings.daemon.agent_idle_s
         while True:
             await asyncio.sleep(min(60.0, idle_s / 4))
             gone = self.ingestor.forget_idle(idle_s)
-            for part in (self.hearing, self.seeing):
+            for part in (self.audio, self.frames):
                 if part is not None:
                     gone |= part.forget_idle(idle_s)
             if gone:
@@ -303,19 +174,22 @@ class Daemon:
     def info(self) -> dict:
         """The retained `status/info` message (also `GET /api/status`)."""
         return {"version": VERSION, "db": str(self.db), "started": self.started, "pid": os.getpid(),
-                "model": self.consolidator.llm.name if self.consolidator.llm else None,
+                "model": self.llm.name if self.llm else None,
                 "house": {"day1": str(self.settings.house.day1), "timezone": self.settings.house.timezone}}
 
     def stats(self) -> dict:
-        """The `stats` message (also `GET /api/stats`)."""
+        """The `stats` message (also `GET /api/stats`); `consolidation` also carries the error counts."""
         lat = sorted(self.desk.latency_ms)
-        return {"captions": self.ingestor.counts, "questions": self.desk.counts, "consolidation": self.counts,
+        c = self.consolidation.counts if self.consolidation else {"windows": 0, "events": 0, "consolidation_failed": 0}
+        consolidation = {"windows": c["windows"], "events": c["events"], **self.reports.counts,
+                         "consolidation_failed": c["consolidation_failed"]}
+        return {"captions": self.ingestor.counts, "questions": self.desk.counts, "consolidation": consolidation,
                 "queues": {"captions": self.ingestor.queue.qsize(), "questions": self.desk.queue.qsize(),
                            "outbox": self.link.outbox.qsize()},
                 "link": {"connects": self.link.connects, "dropped": self.link.dropped},
-                "speech": self.hearing.stats() if self.hearing else None,
-                "frames": self.seeing.stats() if self.seeing else None,
-                "gate": self.gate.counts, "foreground": self.foreground.counts,
+                "speech": self.audio.stats() if self.audio else None,
+                "frames": self.frames.stats() if self.frames else None,
+                "gate": self.gate.counts, "foreground": self.foreground.counts if self.foreground else None,
                 "answer_ms_p50": lat[len(lat) // 2] if lat else None,
                 "watermarks": {a: self.clock.iso(w) for a, w in self.ingestor.watermarks.items()}}
 
@@ -326,13 +200,14 @@ class Daemon:
             self.link.publish(self.link.topics.stats, json.dumps(self.stats()).encode(), qos=0)
             await asyncio.sleep(self.settings.daemon.stats_every_s)
 
-    async def _ready_and_watchdog(self, model: str, store) -> None:
+    async def _ready_and_watchdog(self, model: str) -> None:
         await self.link.connected.wait()
         notify(f"READY=1\nSTATUS=serving; model {model}")
         from daemon.readiness import backlog, ready_lines
 
         r = self.settings.retrieval
-        for line in ready_lines(model, self.db, await asyncio.to_thread(backlog, store, r.encoder, r.dense)):
+        for line in ready_lines(model, self.db, await asyncio.to_thread(backlog, self.ingestor.store, r.encoder,
+                                                                        r.dense)):
             logger.info("%s", line)
         period = watchdog_period_s()
         while period:
@@ -353,7 +228,3 @@ def _dump_tasks() -> None:
 
 class _Stop(Exception):
     pass
-
-
-def run(settings: Settings, db: Path | None = None) -> int:
-    return asyncio.run(Daemon(settings, db).run())

@@ -21,8 +21,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from daemon.ingest import to_observation
 from daemon.poison import PoisonJournal
+from daemon.recordings import to_observation
 from memory.errors import RecordError, StorageFull
 from memory.records import clean_line
 from memory.store import Store
@@ -48,14 +48,14 @@ class Item:
 class Ingestor:
     def __init__(self, store: Store, *, queue_size: int, max_bytes: int, grace_ms: int, silence_s: float,
                  report: Callable[..., None], queue_mb: float = 64.0, max_late_ms: int = 48 * 3_600_000,
-                 journal: PoisonJournal | None = None, on_batch: Callable[[], None] | None = None):
+                 journal: PoisonJournal | None = None, on_batch: Callable[[int], None] | None = None):
         self.store = store
         self.queue: asyncio.Queue[Item] = asyncio.Queue(maxsize=queue_size)
         self.queued_bytes, self.queue_bytes = 0, int(queue_mb * 1e6)
         self.max_bytes, self.grace_ms, self.silence_s, self.max_late_ms = max_bytes, grace_ms, silence_s, max_late_ms
         self.report = report  # report(code, message, topic=, agent=, id=)
         self.journal = journal
-        self.on_batch = on_batch
+        self.on_batch = on_batch  # on_batch(closed_until_ms): after each batch and each advance
         self.watermarks: dict[str, int] = {}  # replaced, never changed in place: readers iterate it
         self._marks = threading.Lock()
         self.newest = 0  # the newest event time of any agent
@@ -132,8 +132,7 @@ class Ingestor:
             plain = [i for i in batch if not (journal and journal.is_suspect(i.key))]
             for part in ([plain] if plain else []) + [[i] for i in suspects]:
                 await self._handle(part)
-            if self.on_batch:
-                self.on_batch()
+            self._moved()
 
     async def _collect(self) -> list[Item]:
         batch = [await self.queue.get()]
@@ -223,8 +222,11 @@ class Ingestor:
         """Data of `agent` made elsewhere (transcripts, frames) is in memory up to `ms`."""
         if ms > self.watermarks.get(agent, 0):
             self._set_marks(self.watermarks | {agent: ms}, (agent,))
-            if self.on_batch:
-                self.on_batch()
+            self._moved()
+
+    def _moved(self) -> None:
+        if self.on_batch:
+            self.on_batch(self.closed_until(int(time.time() * 1000)))
 
     def forget_idle(self, idle_s: float) -> set[str]:
         """Drop the watermarks of agents that stored nothing for `idle_s` (bounded state: their windows

@@ -36,16 +36,14 @@ class Backlog:
 
 
 def backlog(store, encoder: str = "minilm", dense: bool = True) -> Backlog:
-    """The catch-up work queued in this memory (SQL only)."""
-    db = store.db
+    """The catch-up work queued in this memory (counts only: no model is loaded)."""
+    from memory.events import EventStore
+
     units = 0
     if dense:
         for name, table in zip(TABLES.get(encoder, ()), ("segments", "events"), strict=True):
-            row = db.execute("SELECT rev FROM vector_indices WHERE name = ?", (name,)).fetchone()
-            rev = row[0] if row else 0
-            units += db.execute(f"SELECT COUNT(*) FROM {table} WHERE rev > ?", (rev,)).fetchone()[0]
-    windows = db.execute(
-        "SELECT COUNT(*) FROM windows WHERE consolidated_rev IS NULL OR rev > consolidated_rev").fetchone()[0]
+            units += store.unindexed(name, table)
+    windows = EventStore(store).pending_count()
     rate = EMBED_UNITS_S.get(encoder, EMBED_UNITS_S["minilm"])
     return Backlog(units, windows, round(units / rate, 1), round(windows * WINDOW_S, 1))
 

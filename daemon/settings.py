@@ -85,11 +85,12 @@ class RetrievalSettings(SearchSettings):
 
 
 class MqttSettings(BaseModel):
-    """The broker link; no host means no MQTT."""
+    """The broker link; no host means a broker on this machine (one already listening on
+    localhost, else the embedded one: `daemon.embedded_broker`)."""
 
     model_config = ConfigDict(extra="forbid")
 
-    host: str | None = Field(None, description="Broker host name; None disables MQTT.")
+    host: str | None = Field(None, description="Broker host name; None: a broker on localhost.")
     port: int = Field(1883, ge=1, le=65535, description="Broker TCP port.")
     username: str | None = Field(None, description="Broker user name, if the broker wants one.")
     password: SecretStr | None = Field(None, description="Broker password; best given as a credential.")

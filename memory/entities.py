@@ -18,8 +18,11 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+import numpy as np
 import sqlean as sqlite3
 
+from memory.clock import DAY_MS
+from memory.lexical import LexicalIndex
 from memory.records import WINDOW_MS
 from memory.store import Store
 
@@ -146,6 +149,37 @@ class EntityMemory:
             f"SELECT segment_id FROM person_encounters WHERE {where} GROUP BY segment_id "
             f"HAVING COUNT(DISTINCT person) = ? ORDER BY MAX(start_ms) DESC LIMIT ?", (*args, len(people), limit))
         return [r[0] for r in rows]
+
+
+def object_encounters(index: LexicalIndex, tokens: Iterable[str], *, as_of: int | None = None,
+                      agents: Iterable[int] | None = None, every: bool = True) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(ids, start times, agent ids) of the rows holding every token (or, with `every=False`,
+    any of them), recorded by `as_of`, in time order: the encounters of an entity, read from the
+    index's own postings."""
+    tokens = [t for t in dict.fromkeys(tokens) if t]
+    agent_arr = np.array(sorted(set(agents)), dtype=np.int32) if agents is not None else None
+    parts = []
+    for key in sorted(index.shards):
+        shard = index.shards[key]
+        if not tokens or (as_of is not None and key * DAY_MS > as_of):
+            continue
+        count = np.zeros(shard.n, dtype=np.int16)
+        for t in tokens:
+            col = shard.column(t)
+            if col is not None:
+                count[col[0]] += 1
+        mask = count >= (len(tokens) if every else 1)
+        if as_of is not None:
+            mask &= shard.asof <= as_of
+        if agent_arr is not None:
+            mask &= np.isin(shard.agents, agent_arr)
+        idx = np.flatnonzero(mask)
+        parts.append((shard.ids[idx], shard.starts[idx], shard.agents[idx]))
+    if not parts:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int32)
+    ids, starts, ags = (np.concatenate(x) for x in zip(*parts, strict=True))
+    order = np.argsort(starts, kind="stable")
+    return ids[order], starts[order], ags[order]
 
 
 def people_of(text: str, wearer: str, known: set[str]) -> dict[str, int]:

@@ -15,18 +15,17 @@ from __future__ import annotations
 import json
 import logging
 import math
-import os
 import shutil
-import threading
 import time
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import bm25s
 import numpy as np
 
 from memory.clock import DAY_MS
+from memory.shards import Shard, fill_df, read_shard, write_manifest, write_shard
 from memory.store import Store
 from memory.tokenize import VERSION as TOKENIZER_VERSION
 from memory.tokenize import tokenize
@@ -52,30 +51,6 @@ EVENTS = Source(
     "events", "events", "-1", "end_ms",
     "who || ' ' || what || ' ' || COALESCE(place, '') || ' ' || COALESCE(how, '')",
 )
-
-
-@dataclass
-class Shard:
-    key: int
-    rev: int
-    ids: np.ndarray
-    agents: np.ndarray
-    starts: np.ndarray
-    asof: np.ndarray
-    bm25: bm25s.BM25
-    df: dict[str, int] = field(default_factory=dict)
-
-    @property
-    def n(self) -> int:
-        return len(self.ids)
-
-    def column(self, token: str) -> tuple[np.ndarray, np.ndarray] | None:
-        j = self.bm25.vocab_dict.get(token)
-        if j is None:
-            return None
-        s = self.bm25.scores
-        a, b = s["indptr"][j], s["indptr"][j + 1]
-        return s["indices"][a:b], s["data"][a:b]
 
 
 class LexicalIndex:
@@ -153,7 +128,7 @@ class LexicalIndex:
             asof=np.array([r[3] for r in rows], dtype=np.int64),
             bm25=bm,
         )
-        _fill_df(shard)
+        fill_df(shard)
         self.shards[key] = shard
         self._save_shard(shard)
 
@@ -171,36 +146,6 @@ class LexicalIndex:
             if col is not None:
                 out.update(shard.ids[col[0]].tolist())
         return out
-
-    def having(self, tokens: Iterable[str], *, as_of: int | None = None, agents: Iterable[int] | None = None,
-               every: bool = True) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(ids, start times, agent ids) of the rows holding every token (or, with `every=False`,
-        any of them), recorded by `as_of`, in time order: the encounters of an entity, read from the
-        index's own postings."""
-        tokens = [t for t in dict.fromkeys(tokens) if t]
-        agent_arr = np.array(sorted(set(agents)), dtype=np.int32) if agents is not None else None
-        parts = []
-        for key in sorted(self.shards):
-            shard = self.shards[key]
-            if not tokens or (as_of is not None and key * DAY_MS > as_of):
-                continue
-            count = np.zeros(shard.n, dtype=np.int16)
-            for t in tokens:
-                col = shard.column(t)
-                if col is not None:
-                    count[col[0]] += 1
-            mask = count >= (len(tokens) if every else 1)
-            if as_of is not None:
-                mask &= shard.asof <= as_of
-            if agent_arr is not None:
-                mask &= np.isin(shard.agents, agent_arr)
-            idx = np.flatnonzero(mask)
-            parts.append((shard.ids[idx], shard.starts[idx], shard.agents[idx]))
-        if not parts:
-            return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int32)
-        ids, starts, ags = (np.concatenate(x) for x in zip(*parts, strict=True))
-        order = np.argsort(starts, kind="stable")
-        return ids[order], starts[order], ags[order]
 
     def spans(self, ids) -> dict[int, tuple[int, int]]:
         """{id: (agent id, start ms)} of the rows indexed, from arrays in memory indexed by id (made
@@ -326,7 +271,7 @@ class LexicalIndex:
         broken = []
         for key in keys:
             try:
-                self.shards[key] = self._read_shard(key)
+                self.shards[key] = read_shard(self.folder, key)
             except Exception as e:  # truncated by a crash, a full disk, a bad sector: it is only a cache
                 logger.warning("%s index shard %d unreadable (%s: %s): rebuilding it", self.source.name, key,
                                type(e).__name__, e)
@@ -338,43 +283,15 @@ class LexicalIndex:
                 self._build(key, rev)
             self._save_manifest()
 
-    def _read_shard(self, key: int) -> Shard:
-        d = self.folder / str(key)
-        meta = np.load(d / "meta.npz")
-        info = json.loads((d / "info.json").read_text())
-        bm = bm25s.BM25.load(str(d / "bm25"), show_progress=False)
-        shard = Shard(key, info["rev"], meta["ids"], meta["agents"], meta["starts"], meta["asof"], bm)
-        if not len(shard.ids) == len(shard.agents) == len(shard.starts) == info["n"]:
-            raise ValueError(f"shard holds {len(shard.ids)} rows, its info says {info['n']}")
-        _fill_df(shard)
-        return shard
-
     def _save_shard(self, shard: Shard) -> None:
         """Best effort: the saved shards are a cache of the store, so a full disk only costs a
         rebuild at the next start, never a question."""
         try:
-            self._write_shard(shard)
+            if self.folder:
+                write_shard(self.folder, shard)
         except OSError as e:
             self._unsaved = True  # the old manifest stays, so the next start rebuilds this shard
             logger.warning("could not save %s index shard %d (%s); kept in memory", self.source.name, shard.key, e)
-
-    def _write_shard(self, shard: Shard) -> None:
-        if not self.folder:
-            return
-        final = self.folder / str(shard.key)
-        tmp = self.folder / f".{shard.key}.tmp{os.getpid()}-{threading.get_ident()}"
-        shutil.rmtree(tmp, ignore_errors=True)
-        tmp.mkdir(parents=True)
-        shard.bm25.save(str(tmp / "bm25"), show_progress=False)
-        np.savez(tmp / "meta.npz", ids=shard.ids, agents=shard.agents, starts=shard.starts, asof=shard.asof)
-        (tmp / "info.json").write_text(json.dumps({"rev": shard.rev, "n": shard.n}))
-        _sync_tree(tmp)  # on disk before the name says it is there: a crash leaves the old or the new
-        shutil.rmtree(final, ignore_errors=True)
-        try:
-            os.rename(tmp, final)
-            _sync_dir(self.folder)
-        except OSError:  # another thread saved the same shard first: theirs is as good
-            shutil.rmtree(tmp, ignore_errors=True)
 
     def _drop_files(self, key: int) -> None:
         if self.folder:
@@ -383,38 +300,10 @@ class LexicalIndex:
     def _save_manifest(self) -> None:
         if not self.folder or self._unsaved:
             return
-        tmp = self.folder / f".manifest.tmp{os.getpid()}-{threading.get_ident()}"
         try:
-            self.folder.mkdir(parents=True, exist_ok=True)
-            with open(tmp, "w") as f:
-                f.write(json.dumps({"format": FORMAT, "seen_rev": self.seen_rev, "shards": sorted(self.shards)}))
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, self.folder / "manifest.json")
-            _sync_dir(self.folder)
+            write_manifest(self.folder, {"format": FORMAT, "seen_rev": self.seen_rev, "shards": sorted(self.shards)})
         except OSError as e:  # a stale manifest only means a rebuild at the next start
             logger.warning("could not save the %s index manifest (%s)", self.source.name, e)
-            tmp.unlink(missing_ok=True)
-
-
-def _sync_tree(folder: Path) -> None:
-    """fsync every file under `folder`, then the folders themselves."""
-    for p in sorted(folder.rglob("*"), key=lambda p: -len(p.parts)):
-        if p.is_file():
-            with open(p, "rb") as f:
-                os.fsync(f.fileno())
-        else:
-            _sync_dir(p)
-    _sync_dir(folder)
-
-
-def _sync_dir(folder: Path) -> None:
-    fd = os.open(folder, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
 
 def _by_id(shards) -> tuple[np.ndarray, np.ndarray]:
     """(agent id, start ms) arrays indexed by row id; -1 where no row."""
@@ -424,11 +313,6 @@ def _by_id(shards) -> tuple[np.ndarray, np.ndarray]:
     for s in shards:
         agent_of[s.ids], start_of[s.ids] = s.agents, s.starts
     return agent_of, start_of
-
-
-def _fill_df(shard: Shard) -> None:
-    indptr = shard.bm25.scores["indptr"]
-    shard.df = {t: int(indptr[j + 1] - indptr[j]) for t, j in shard.bm25.vocab_dict.items() if t}
 
 
 def _idf(n: int, df: int) -> float:

@@ -174,6 +174,24 @@ class Store:
         return len(keys)
 
     # -- reading ------------------------------------------------------------------------
+    def line_times(self, obs_ids: Sequence[int]) -> list[tuple[int, int, str]]:
+        """(start, end, line as a unit shows it) of these observations: a transcript is
+        'speaker: text'."""
+        out = []
+        for chunk in _chunks(list(obs_ids), 500):
+            for start, end, kind, speaker, text in self.db.execute(
+                    f"SELECT start_ms, end_ms, kind, speaker, text FROM observations WHERE id IN "
+                    f"({','.join('?' * len(chunk))})", tuple(chunk)):
+                out.append((start, end, f"{speaker}: {text}" if kind == "transcript" and speaker else text))
+        return out
+
+    def unindexed(self, index: str, table: str) -> int:
+        """Rows of `table` ('segments' or 'events') changed since the vector index `index` last saw."""
+        if table not in ("segments", "events"):
+            raise ValueError(table)
+        row = self.db.execute("SELECT rev FROM vector_indices WHERE name = ?", (index,)).fetchone()
+        return self.db.execute(f"SELECT COUNT(*) FROM {table} WHERE rev > ?", (row[0] if row else 0,)).fetchone()[0]
+
     def revision(self) -> int:
         return self.db.execute("SELECT value FROM revisions WHERE name = 'memory'").fetchone()[0]
 

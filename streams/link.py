@@ -4,7 +4,7 @@ A fresh client every attempt; MQTT v5 first, 3.1.1 when the broker speaks only t
 session is persistent (stable client id, clean start off, a session expiry), so QoS 1 captions
 sent while Chorus was down arrive when it comes back. The last will says `offline` (retained);
 `online` is published on every connect. Incoming messages go to a callback that must not block
-(it puts them in bounded queues); outgoing ones wait in a bounded outbox while disconnected.
+(it puts them in bounded queues), handed to `run`; outgoing ones wait in a bounded outbox while disconnected.
 
 QoS 1 messages are acknowledged by hand: a callback that returns True takes the message and calls
 `Link.ack` once it is safe (a caption: once committed), so a crash before that leaves the message
@@ -70,10 +70,9 @@ class Inbound:
 
 
 class Link:
-    def __init__(self, cfg: LinkConfig, on_message: Callable[[Inbound], None]):
+    def __init__(self, cfg: LinkConfig):
         self.cfg = cfg
         self.topics = Topics(cfg.root)
-        self.on_message = on_message
         self.connected = asyncio.Event()
         self.outbox: asyncio.Queue = asyncio.Queue(maxsize=cfg.outbox)
         self.protocol = aiomqtt.ProtocolVersion.V311 if cfg.protocol == "3.1.1" else aiomqtt.ProtocolVersion.V5
@@ -112,10 +111,12 @@ class Link:
                 pass
 
     # -- the connection loop ------------------------------------------------------------
-    async def run(self) -> None:
+    async def run(self, on_message: Callable[[Inbound], bool]) -> None:
+        """Connect and reconnect until cancelled; each message goes to `on_message`, which must not
+        block and returns True when it took the message (it calls `ack` later)."""
         backoff = 1.0
         while True:
-            err = await self._session()
+            err = await self._session(on_message)
             task = asyncio.current_task()
             if task is not None and task.cancelling():  # the client turned our cancellation into an error
                 raise asyncio.CancelledError
@@ -127,7 +128,7 @@ class Link:
             await asyncio.sleep(backoff * (0.5 + random.random()))  # jitter: no thundering herd
             backoff = 1.0 if self._was_up else min(backoff * 2, 60.0)
 
-    async def _session(self) -> Exception:
+    async def _session(self, on_message: Callable[[Inbound], bool]) -> Exception:
         """One connection, from connect to loss; returns why it ended.
 
         The two loops are plain tasks, not a TaskGroup: on Python 3.11 a failing TaskGroup child
@@ -144,7 +145,7 @@ class Link:
                     raise asyncio.CancelledError
                 self._was_up = True
                 loops = [asyncio.create_task(self._send(client), name="mqtt-send"),
-                         asyncio.create_task(self._receive(client), name="mqtt-receive")]
+                         asyncio.create_task(self._receive(client, on_message), name="mqtt-receive")]
                 try:
                     done, _ = await asyncio.wait(loops, return_when=asyncio.FIRST_COMPLETED)
                 finally:
@@ -220,7 +221,7 @@ class Link:
             if asyncio.current_task().cancelling():  # aiomqtt can swallow a cancel during publish
                 raise asyncio.CancelledError
 
-    async def _receive(self, client: aiomqtt.Client) -> None:
+    async def _receive(self, client: aiomqtt.Client, on_message: Callable[[Inbound], bool]) -> None:
         async for m in client.messages:
             props = m.properties
             inbound = Inbound(
@@ -230,7 +231,7 @@ class Link:
                 user=dict(getattr(props, "UserProperty", None) or []) if props else {},
                 mid=m.mid, session=self._session_no,
             )
-            if not self.on_message(inbound):  # not taken: done with it
+            if not on_message(inbound):  # not taken: done with it
                 self.ack(inbound)
 
 

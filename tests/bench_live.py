@@ -121,15 +121,14 @@ def main() -> int:
     broker.stop()
     # the same questions in process, same database, same settings
     os.environ.update({k: v for k, v in env.items() if k.startswith("CHORUS")})
-    from assistant.answer import Answerer
     from assistant.query import Query
-    from daemon import wiring
+    from daemon import build
     from daemon.settings import load_settings
 
     s = load_settings()
-    clock = wiring.clock_of(s)
-    answerer = Answerer(wiring.open_store(s, db), clock, s.answer, wiring.build_llm(s), budget=s.retrieval.budget,
-                        search=s.retrieval)
+    clock = build.clock_of(s)
+    store = build.open_store(s, db)
+    answerer = build.answerer(s, store, clock, build.llm(s), build.retrievers(store, clock, s))
     in_process = []
     for i in range(args.questions):
         q, opts, as_of = QUESTIONS[i % len(QUESTIONS)]

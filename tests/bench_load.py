@@ -40,7 +40,7 @@ def rss_mb(pid: int) -> float:
 
 def slice_db(path: Path) -> None:
     """DAY1 11:00-13:00 of three agents: a memory to ask about."""
-    from daemon.ingest import import_egolife
+    from daemon.recordings import import_egolife
     from memory.clock import HouseClock
     from memory.store import Store
 

@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 
 from assistant.answer import Answerer
 from assistant.config import AnswerSettings
+from daemon import build
 from daemon.app import Daemon
 from daemon.ingestor import Ingestor
 from daemon.questions import QuestionDesk
@@ -69,11 +70,14 @@ class EchoLLM:
 
 
 def daemon(allow=()) -> tuple[Daemon, FakeLink]:
-    d = Daemon(load_settings(None, daemon={"allow_agents": list(allow), "rate_per_agent": 5, "rate_burst": 3}))
-    link = d.link = FakeLink()
-    d.ingestor = Ingestor(STORE, queue_size=50, max_bytes=4096, grace_ms=0, silence_s=5, report=d.report)
-    d.desk = QuestionDesk(None, CLOCK, link.topics, link.publish, queue_size=5, asker="A1_JAKE", budget=5,
-                          report=d.report)
+    s = load_settings(None, daemon={"allow_agents": list(allow), "rate_per_agent": 5, "rate_burst": 3})
+    link = FakeLink()
+    reports = build.reports(s, link)
+    ingestor = Ingestor(STORE, queue_size=50, max_bytes=4096, grace_ms=0, silence_s=5, report=reports.report)
+    desk = QuestionDesk(None, CLOCK, link.topics, link.publish, queue_size=5, asker="A1_JAKE", budget=5,
+                        report=reports.report)
+    d = Daemon(s, db=":memory:", clock=CLOCK, link=link, reports=reports, gate=build.gate(s), ingestor=ingestor,
+               desk=desk)
     return d, link
 
 
@@ -180,17 +184,17 @@ def test_any_question_gets_one_final_reply_never_on_chorus_topics(payload, v5_re
 def test_any_audio_chunk_or_frame_is_queued_or_refused_with_a_code(tmp_path_factory, payload, user, kind):
     """Audio and frames carry their metadata in MQTT 5 user properties or a JSON header: huge
     numbers, deep nesting and garbage there cost one coded error, never the worker."""
-    from daemon.hearing import Hearing
-    from daemon.seeing import Seeing
+    from daemon.audio_worker import AudioWorker
+    from daemon.frame_worker import FrameWorker
     from memory.frames import FrameSettings, FrameStore
     from models.config import SpeechSettings, VisionSettings
 
     reports: list[str] = []
     report = lambda code, msg, **w: reports.append(code)  # noqa: E731
     if kind == "audio":
-        worker = Hearing(STORE, SpeechSettings(), report=report, advance=lambda a, ms: None)
+        worker = AudioWorker(STORE, SpeechSettings(), report=report, advance=lambda a, ms: None)
     else:
-        worker = Seeing(FrameStore(STORE, tmp_path_factory.getbasetemp() / "frames"), FrameSettings(),
+        worker = FrameWorker(FrameStore(STORE, tmp_path_factory.getbasetemp() / "frames"), FrameSettings(),
                         VisionSettings(), report=report)
     worker.offer("robot1", Inbound(topic=f"{R}/agents/robot1/{kind}", payload=payload, qos=0, user=user))
     queued = list(worker.queue._queue)

@@ -1,6 +1,6 @@
 """The gate in front of the agents' topics and the throttle on complaints, on a fake clock."""
 
-from daemon.guard import Gate, RateLimit, ReportThrottle
+from daemon.admission import Gate, RateLimit, ReportThrottle
 
 
 class Clock:

@@ -77,20 +77,22 @@ def test_earliest_intent_reaches_back_in_time(pool, clock):
     assert min(u.start_ms for u in with_time.units) < min(u.start_ms for u in without.units)
 
 
-def test_an_unloadable_embedding_model_leaves_lexical_search(slice_db, clock):
+def test_an_unloadable_embedding_model_leaves_lexical_search(house, clock):
     def broken():
         raise ModelError("no such model")
 
-    r = Retrievers(Store(slice_db, readonly=True), clock, SearchSettings(), embedder_factory=broken)
+    r = Retrievers(house, clock, SearchSettings(), embedder_factory=broken)
     got = ask(r, clock, "default", *SCREWDRIVER)
     assert got.units and not r.dense_ok()
 
 
-def test_planned_requests_search_one_agent_each(pool, clock):
+def test_planned_requests_search_one_agent_each(house, clock):
     from assistant.agentwise import MemorySearch
     from assistant.config import AnswerSettings
     from assistant.planner import Request
 
+    pool = Retrievers(house, clock, SearchSettings(dense=False))
+    pool.prepare()
     q = Query("Who used the screwdriver first?", clock.parse("DAY1 11:21:02"), asker="A1_JAKE")
     hybrid = MemorySearch(pool.store, AnswerSettings(agent_top_k=4), pool.make("default"))
     hybrid.refresh()

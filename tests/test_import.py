@@ -4,7 +4,7 @@ from pathlib import Path
 import pytest
 
 from daemon.cli import main
-from daemon.ingest import import_jsonl
+from daemon.recordings import import_jsonl
 from memory.store import Store
 from streams.egolife import discover, hour_of, parse_srt, read_hour
 

@@ -23,8 +23,8 @@ async def test_auto_protocol_falls_back_to_311_on_a_311_only_broker():
     broker = EmbeddedBroker("127.0.0.1", port)
     await broker.start()
     got = []
-    link = Link(LinkConfig(host="127.0.0.1", port=port, client_id="fallback-test"), got.append)
-    task = asyncio.create_task(link.run())
+    link = Link(LinkConfig(host="127.0.0.1", port=port, client_id="fallback-test"))
+    task = asyncio.create_task(link.run(got.append))
     try:
         await asyncio.wait_for(link.connected.wait(), 60)
         assert link.protocol == aiomqtt.ProtocolVersion.V311
@@ -41,8 +41,8 @@ async def test_auto_protocol_falls_back_to_311_on_a_311_only_broker():
 async def test_reconnects_after_a_broker_restart_and_keeps_its_session(tmp_path):
     broker = Mosquitto(tmp_path)
     got = []
-    link = Link(LinkConfig(host="127.0.0.1", port=broker.port, client_id="session-test"), got.append)
-    task = asyncio.create_task(link.run())
+    link = Link(LinkConfig(host="127.0.0.1", port=broker.port, client_id="session-test"))
+    task = asyncio.create_task(link.run(got.append))
     try:
         await asyncio.wait_for(link.connected.wait(), 20)
         async with aiomqtt.Client("127.0.0.1", broker.port) as c:  # the will and `online` are retained
@@ -60,7 +60,7 @@ async def test_reconnects_after_a_broker_restart_and_keeps_its_session(tmp_path)
         async with aiomqtt.Client("127.0.0.1", broker.port) as c:  # while the link is away
             for i in range(20):
                 await c.publish("chorus/v1/agents/robot1/caption", f'{{"id":"{i}"}}'.encode(), qos=1)
-        task = asyncio.create_task(link.run())
+        task = asyncio.create_task(link.run(got.append))
         await wait_for(lambda: len(got) >= 20, 30)
         assert sorted(int(m.payload[7:-2]) for m in got) == list(range(20))
     finally:
@@ -71,6 +71,6 @@ async def test_reconnects_after_a_broker_restart_and_keeps_its_session(tmp_path)
 
 @pytest.mark.parametrize("full", [3])
 async def test_outbox_is_bounded_and_counts_drops(full):
-    link = Link(LinkConfig(host="127.0.0.1", port=1, outbox=full), lambda m: None)
+    link = Link(LinkConfig(host="127.0.0.1", port=1, outbox=full))
     assert all(link.publish("t", b"x") for _ in range(full))
     assert link.publish("t", b"x") is False and link.dropped == 1

@@ -4,7 +4,7 @@ import asyncio
 
 from assistant.frames import FrameFinder
 from assistant.query import Query
-from daemon.seeing import Seeing
+from daemon.frame_worker import FrameWorker
 from memory.frames import FrameSettings, FrameStore
 from memory.records import Unit
 from models.config import VisionSettings
@@ -25,7 +25,7 @@ def frame(agent, ts, seq, color, v5=True):
     return Inbound(TOPIC.format(agent), h.with_bytes(data), 0)
 
 
-async def drain(seeing: Seeing):
+async def drain(seeing: FrameWorker):
     task = asyncio.create_task(seeing.write())
     try:
         for _ in range(200):
@@ -41,7 +41,7 @@ async def test_frames_are_sampled_bounded_checked_and_embedded(store, tmp_path):
     reports = []
     embedder = ImageTextEmbedder(tiny_clip(tmp_path / "clip"))
     fs = FrameStore(store, tmp_path / "frames")
-    seeing = Seeing(fs, FrameSettings(every_ms=1000, queue_mb=0.01), VisionSettings(),
+    seeing = FrameWorker(fs, FrameSettings(every_ms=1000, queue_mb=0.01), VisionSettings(),
                     report=lambda code, msg, **w: reports.append(code), embedder=embedder)
     for i in range(10):  # 4 frames a second from a fast camera: one a second is kept
         seeing.offer("cam1", frame("cam1", T0 + i * 250, i, (30, 50, 210), v5=i % 2 == 0))
@@ -78,7 +78,7 @@ def test_an_answer_shows_frames_near_its_evidence_then_frames_matching_the_quest
 
 async def test_a_clock_that_jumps_back_cannot_defeat_every_ms(store, tmp_path):
     fs = FrameStore(store, tmp_path / "frames")
-    seeing = Seeing(fs, FrameSettings(every_ms=1000), VisionSettings(), report=lambda *a, **k: None)
+    seeing = FrameWorker(fs, FrameSettings(every_ms=1000), VisionSettings(), report=lambda *a, **k: None)
     for i in range(20):  # a camera whose clock runs backwards two seconds a frame, twenty frames at once
         seeing.offer("cam9", frame("cam9", T0 - i * 2000, i, (90, 90, 90)))
     await drain(seeing)

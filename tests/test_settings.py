@@ -148,17 +148,17 @@ def test_missing_explicit_path_is_an_error(tmp_path: Path, monkeypatch: pytest.M
 
 def test_security_settings_reach_the_link_and_the_example_config_checks(tmp_path: Path,
                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
-    from daemon import wiring
+    from daemon import build
 
     monkeypatch.setenv("CHORUS__DAEMON__ALLOW_AGENTS", '["robot1", "A1_JAKE"]')
     monkeypatch.setenv("CHORUS__MQTT__TLS", "true")
     monkeypatch.setenv("CHORUS__MQTT__PASSWORD", "pw-from-env")
     s = load_settings(None, mqtt={"username": "chorus"})
     assert s.daemon.allow_agents == ["robot1", "A1_JAKE"]
-    cfg = wiring.link_config(s, "127.0.0.1", 8883)
+    cfg = build.link_config(s, "127.0.0.1", 8883)
     assert (cfg.username, cfg.password, cfg.tls, cfg.receive_max) == ("chorus", "pw-from-env", True, 1000)
     assert "pw-from-env" not in repr(s) and "pw-from-env" not in json.dumps(redacted(s))
-    assert wiring.client_kwargs(s)["tls_context"] is not None
+    assert build.client_kwargs(s)["tls_context"] is not None
     example = Path(__file__).resolve().parents[1] / "systemd" / "chorus.example.toml"
     settings, problems = check_config(example)
     assert problems == [] and settings.mqtt.tls_ca is not None and settings.store.reserve_mb > 0

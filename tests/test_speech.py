@@ -5,7 +5,8 @@ import asyncio
 import numpy as np
 import pytest
 
-from daemon.hearing import AgentAudio, Hearing
+from daemon.audio_stream import AgentAudio
+from daemon.audio_worker import AudioWorker
 from models.config import SpeechSettings
 from models.speech import pcm16_to_float
 from models.vad import Utterances
@@ -97,7 +98,7 @@ def test_stream_time_survives_lost_chunks_duplicates_and_a_restart(talk):
 
 async def test_transcripts_are_stored_and_the_watermark_follows_the_settled_audio(store, talk):
     marks, reports = {}, []
-    h = Hearing(store, SpeechSettings(threads=2), report=lambda *a, **k: reports.append((a, k)),
+    h = AudioWorker(store, SpeechSettings(threads=2), report=lambda *a, **k: reports.append((a, k)),
                 advance=lambda agent, ms: marks.__setitem__(agent, max(ms, marks.get(agent, 0))))
     h.load()
     for hd, pcm in chunks(talk, 200):
@@ -122,7 +123,7 @@ async def test_transcripts_are_stored_and_the_watermark_follows_the_settled_audi
 
 async def test_the_backlog_is_bounded_and_its_overflow_reported(store, talk):
     reports = []
-    h = Hearing(store, SpeechSettings(backlog_s=4.0), report=lambda *a, **k: reports.append(a[0]),
+    h = AudioWorker(store, SpeechSettings(backlog_s=4.0), report=lambda *a, **k: reports.append(a[0]),
                 advance=lambda agent, ms: None)
     for hd, pcm in chunks(talk, 500):  # recognition never runs: it is as far behind as it can be
         h.offer("r1", Inbound("t", pcm.tobytes(), 0, user=dict(hd.user_properties())))
@@ -139,7 +140,7 @@ async def test_the_backlog_is_bounded_and_its_overflow_reported(store, talk):
 
 
 async def test_an_agent_that_stops_mid_sentence_has_its_words_cut_after_the_idle_time(store, talk):
-    h = Hearing(store, SpeechSettings(idle_flush_s=0.4), report=lambda *a, **k: None, advance=lambda a, ms: None)
+    h = AudioWorker(store, SpeechSettings(idle_flush_s=0.4), report=lambda *a, **k: None, advance=lambda a, ms: None)
     cut_at = len(talk) * 5 // 12  # somewhere inside the second sentence
     for hd, pcm in chunks(talk[:cut_at], 100):
         h.offer("r1", Inbound("t", pcm.tobytes(), 0, user=dict(hd.user_properties())))

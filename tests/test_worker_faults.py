@@ -14,7 +14,8 @@ import numpy as np
 import pytest
 import sqlean
 
-from daemon.hearing import Hearing, Utterance
+from daemon.audio_stream import Utterance
+from daemon.audio_worker import AudioWorker
 from memory.store import Store
 from models.config import SpeechSettings
 from tests.mqtt_util import Mosquitto, daemon_env, query, start_daemon, wait_ready, wait_until
@@ -92,7 +93,7 @@ class FlakyRecognizer:
         return Heard([Line(0.0, 1.0, "put the box on the shelf", 0.01, -0.2)], "en", len(audio) / 16000, 0.1)
 
 
-async def _recognise_two(hearing: Hearing) -> asyncio.Task:
+async def _recognise_two(hearing: AudioWorker) -> asyncio.Task:
     worker = asyncio.create_task(hearing.transcribe())
     for start in (TS, TS + 5000):
         hearing._enqueue(Utterance("robot1", start, start + 1000, np.zeros(16000, dtype=np.float32)))
@@ -106,9 +107,8 @@ async def _recognise_two(hearing: Hearing) -> asyncio.Task:
 def test_a_recognizer_that_raises_costs_one_utterance_not_the_worker(tmp_path):
     store = Store(tmp_path / "m.sqlite")
     reports, marks = [], []
-    hearing = Hearing(store, SpeechSettings(), report=lambda code, msg, **w: reports.append(code),
-                      advance=lambda agent, ms: marks.append(ms))
-    hearing.model = FlakyRecognizer()
+    hearing = AudioWorker(store, SpeechSettings(), report=lambda code, msg, **w: reports.append(code),
+                          advance=lambda agent, ms: marks.append(ms), model=FlakyRecognizer())
 
     async def run():
         worker = await _recognise_two(hearing)
@@ -128,10 +128,10 @@ def test_a_full_disk_keeps_the_utterance_until_there_is_room(tmp_path, monkeypat
 
     store = Store(tmp_path / "m.sqlite")
     reports = []
-    hearing = Hearing(store, SpeechSettings(), report=lambda code, msg, **w: reports.append(code),
-                      advance=lambda agent, ms: None)
-    hearing.model = FlakyRecognizer()
-    hearing.model.calls = 1  # no model error: the disk is the fault
+    recognizer = FlakyRecognizer()
+    recognizer.calls = 1  # no model error: the disk is the fault
+    hearing = AudioWorker(store, SpeechSettings(), report=lambda code, msg, **w: reports.append(code),
+                          advance=lambda agent, ms: None, model=recognizer)
     real_add, full = store.add, threading.Event()
     full.set()
 
@@ -168,7 +168,7 @@ def _fast_sleep(real):
 
 def test_errors_are_throttled_per_code_whatever_the_agent():
     """Inventing agent ids does not flood `errors`: the throttle counts per code too."""
-    from daemon.guard import ReportThrottle
+    from daemon.admission import ReportThrottle
 
     t = ReportThrottle(rate=2, burst=20, code_rate=10, code_burst=50, clock=lambda: 0.0)
     sent = [t.admit("bad_schema", f"bogus{i}") for i in range(1000)]

@@ -6,7 +6,6 @@ found by agent and time, never by a path from the request. Errors are the coded 
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import time
 from collections.abc import Callable
@@ -72,8 +71,8 @@ class Api:
             q = QueryMessage.from_bytes(body, where=where)
             self.asking.query_of(q)  # a bad as_of is an HTTP error before any chunk
         except StreamError as e:
-            self.report(e.code, str(e), topic=where, id=_id_of(body))
-            raise Coded(e.code, str(e), qid=_id_of(body)) from None
+            self.report(e.code, str(e), topic=where, id=e.id)  # parsed once: the id comes with the error
+            raise Coded(e.code, str(e), qid=e.id) from None
         except AskError as e:
             self.report(e.code, str(e), topic=where, id=q.id)
             raise Coded(e.code, str(e), qid=q.id) from None
@@ -216,10 +215,3 @@ def _status_of(body: dict) -> int:
         return 200
     return HTTP_STATUS.get(body.get("code") or "internal", 500)
 
-
-def _id_of(payload: bytes) -> str | None:
-    try:
-        v = json.loads(payload)
-        return str(v["id"])[:128] if isinstance(v, dict) and v.get("id") is not None else None
-    except (ValueError, TypeError):
-        return None

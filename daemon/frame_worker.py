@@ -1,8 +1,8 @@
-"""Frames: JPEGs from `agents/{agent}/frame` onto disk under the retention policy; with a vision
+"""The live frame worker: JPEGs from `agents/{agent}/frame` onto disk under the retention policy; with a vision
 model configured, each stored frame gets a vector (text finds frames) and, every
 `caption_every_s`, the newest frame of each agent gets a caption that becomes an observation.
 
-Workers: `write` (files and rows, vectors), `caption` (the slow captioner, which only ever sees
+Tasks: `write` (files and rows, vectors), `caption` (the slow captioner, which only ever sees
 the newest frame of each agent, so it can fall behind without a backlog), `retain`. A fault inside
 any of them (a full disk, a failed file write, a locked database, a model error) costs the frames
 at hand, is reported on `errors` (throttled) and never ends the worker.
@@ -34,7 +34,7 @@ from streams.wire import Drops, plausible_ms
 logger = logging.getLogger(__name__)
 
 
-class Seeing:
+class FrameWorker:
     def __init__(self, frames: FrameStore, fs: FrameSettings, vs: VisionSettings, *, report: Callable[..., None],
                  embedder=None, captioner=None, journal: PoisonJournal | None = None):
         self.frames, self.fs, self.vs, self.report, self.journal = frames, fs, vs, report, journal

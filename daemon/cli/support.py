@@ -1,32 +1,28 @@
-"""What the commands of `chorus` share: settings, clock and store opening, times, progress bars,
-the retrievers with their indices up to date, and printing."""
+"""What the handlers of `chorus` share: settings and the store named on the command line, times,
+progress bars, the retrievers with their indices up to date, and printing. Imports nothing heavy
+at the top: the table of commands imports this, and `chorus --help` stays fast."""
 
 from __future__ import annotations
 
 import json
 import sys
-from functools import partial
-
-from tqdm import tqdm
-
-from daemon import wiring
-from daemon.settings import Settings, load_settings
 
 
 class UserError(Exception):
     """A mistake on the command line: printed as one line, exit code 2."""
 
 
-def settings_of(args) -> Settings:
+def settings_of(args):
+    from daemon.settings import load_settings
+
     return load_settings(args.config)
 
 
-def clock_of(settings: Settings):
-    return wiring.clock_of(settings)
+def store_of(args, settings):
+    """The store of `--db`, else of `store.path`."""
+    from daemon import build
 
-
-def open_store(args, settings: Settings):
-    return wiring.open_store(settings, args.db)
+    return build.open_store(settings, args.db)
 
 
 def parse_time(clock, text: str | None, what: str) -> int | None:
@@ -50,18 +46,24 @@ def selection(args) -> tuple[set[int] | None, set[str] | None]:
 
 
 def progress(desc: str, **kw):
+    from functools import partial
+
+    from tqdm import tqdm
+
     return partial(tqdm, desc=desc, unit=kw.pop("unit", "file"), file=sys.stderr, disable=None, **kw)
 
 
-def retrievers_for(store, clock, settings: Settings, *, reset: bool = False, encoders: tuple[str, ...] = (),
+def retrievers_for(store, clock, settings, *, reset: bool = False, encoders: tuple[str, ...] = (),
                    embed: bool = True):
     """The retrievers of a store with every index up to date (also the vectors of `encoders`
     besides the configured one); a backlog of units to embed (the first run after an import)
     shows a progress bar. Without `embed`, vectors stay as they are (units not embedded yet
     have none)."""
-    from assistant.retrievers import Retrievers
+    from tqdm import tqdm
 
-    r = Retrievers(store, clock, settings.retrieval)
+    from daemon import build
+
+    r = build.retrievers(store, clock, settings)
     if reset and settings.retrieval.dense:
         r.vectors()[0].reset()
         r.event_vectors().reset()

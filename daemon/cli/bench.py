@@ -3,24 +3,49 @@ answers with the LLM in the EgoMAS ablation cells."""
 
 from __future__ import annotations
 
-from daemon import wiring
-from daemon.cliutil import (
-    UserError,
-    clock_of,
-    open_store,
-    out,
-    parse_time,
-    progress,
-    retrievers_for,
-    settings_of,
-)
+import argparse
+from pathlib import Path
+
+import daemon.cli.options as options
+from daemon.cli.options import Command
+from daemon.cli.support import UserError, out, parse_time, progress, retrievers_for, settings_of, store_of
+
+
+def bench_arguments(p: argparse.ArgumentParser) -> None:
+    suites = options.commands(p, "suite")
+    eq = options.command(suites, "egolifeqa", "EgoLifeQA JSON files, asked as A1_JAKE at each query time",
+                         "chorus bench egolifeqa EgoLifeQA_A1_JAKE_DAY1.json EgoLifeQA_A1_JAKE_DAY2.json --answer "
+                         "--every 5")
+    eq.add_argument("files", nargs="+", type=Path)
+    eq.add_argument("--limit", type=int, help="only the first N questions")
+    eq.add_argument("--every", type=int, default=1, help="only every K-th question (a spread-out sample)")
+    eq.add_argument("--retrievers", default="default,egomas-reference",
+                    help="comma-separated retrievers to compare; a hybrid one may end in @ENCODER "
+                         "(default@minilm,default@use-multilingual)")
+    eq.add_argument("--before", help="only the questions asked before this time ('DAY3 00:00')")
+    eq.add_argument("--as-is", action="store_true",
+                    help="measure the vectors as they are, without embedding the units not embedded yet (with "
+                         "--before: a memory embedded up to then, in store order, which is the order of time)")
+    eq.add_argument("--loo", action="store_true",
+                    help="also leave-one-day-out: each day measured with weights searched on the other days")
+    options.budget(eq, "fine units per context (default: retrieval.budget)")
+    eq.add_argument("--answer", action="store_true", help="answer with the LLM: accuracy and the EgoMAS ablation")
+    eq.add_argument("--cells", default="full,no-shared,no-dynamic,neither",
+                    help="ablation cells with --answer: full, no-shared, no-dynamic, neither")
+    options.planner(eq, "planner for --answer (default: answer.planner)")
+    eq.add_argument("--open", action="store_true",
+                    help="with --answer: ask without the options and count how answers were made (model, extractive, "
+                         "not found)")
+    options.common(eq)
 
 
 def cmd_bench(args) -> int:
     from assistant import bench
     from assistant.egolifeqa import load_items
+    from daemon import build
+
     settings = settings_of(args)
-    clock = clock_of(settings)
+    clock = build.clock_of(settings)
     missing = [str(f) for f in args.files if not f.exists()]
     if missing:
         raise UserError(f"no such file: {', '.join(missing)}")
@@ -29,7 +54,7 @@ def cmd_bench(args) -> int:
         before = parse_time(clock, args.before, "--before")
         items = [i for i in items if i.query_ms < before]
     items = items[: args.limit] if args.limit else items
-    store = open_store(args, settings)
+    store = store_of(args, settings)
     if args.answer:
         return bench_answers(args, settings, clock, store, items)
     from assistant.retrievers import ENCODERS, NAMES, known
@@ -67,18 +92,18 @@ CELLS = {"full": (True, True), "no-shared": (False, True), "no-dynamic": (True, 
 
 def bench_answers(args, settings, clock, store, items) -> int:
     from assistant import bench
-    from assistant.answer import Answerer
+    from daemon import build
 
     names = [c.strip() for c in args.cells.split(",") if c.strip()]
     unknown = [c for c in names if c not in CELLS]
     if unknown:
         raise UserError(f"unknown cell(s) {unknown}; known: {', '.join(CELLS)}")
-    llm = wiring.build_llm(settings)
+    llm = build.llm(settings)
     budget = args.budget or settings.retrieval.budget
-    shared = retrievers_for(store, clock, settings)  # one embedding model and index for all cells
+    pool = retrievers_for(store, clock, settings)  # one embedding model and index for all cells
     cells = {
-        n: Answerer(store, clock, settings.answer, llm, shared=CELLS[n][0], dynamic=CELLS[n][1], budget=budget,
-                    planner=args.planner, retrievers=shared)
+        n: build.answerer(settings, store, clock, llm, pool, shared=CELLS[n][0], dynamic=CELLS[n][1],
+                          budget=budget, planner=args.planner)
         for n in names
     }
     report = bench.run_answers(items, cells, clock, asker="A1_JAKE", progress=progress("bench", unit="question"),
@@ -87,3 +112,7 @@ def bench_answers(args, settings, clock, store, items) -> int:
     report["events_in_memory"] = store.counts()["events"]
     out(args, report, bench.answer_table(report))
     return 0
+
+
+BENCH = Command("bench", "measure retrieval and answers on a question set",
+                "chorus bench egolifeqa EgoLifeQA_A1_JAKE_DAY1.json --limit 50", bench_arguments, cmd_bench)

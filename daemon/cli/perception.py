@@ -1,20 +1,21 @@
-"""`chorus transcribe` (a recording into transcripts, as the daemon would hear it live) and
-`chorus frames` (what the frame store holds; retention now; frames found by text or time)."""
+"""The perception commands: `transcribe` (a recording into transcripts, as the daemon would hear
+it live) and `frames` (what the frame store holds; retention now; frames found by text or time)."""
 
 from __future__ import annotations
 
+import argparse
 import wave
 from pathlib import Path
 
-import numpy as np
-
-from daemon import wiring
-from daemon.cliutil import UserError, clock_of, open_store, out, parse_time, settings_of
-from daemon.seeing import backfill
+import daemon.cli.options as options
+from daemon.cli.options import Command
+from daemon.cli.support import UserError, out, parse_time, settings_of, store_of
 
 
-def read_wav(path: Path) -> np.ndarray:
-    """float32 mono at 16 kHz from a 16-bit PCM WAV of any rate and channel count."""
+def read_wav(path: Path):
+    """float32 mono at 16 kHz (a numpy array) from a 16-bit PCM WAV of any rate and channel count."""
+    import numpy as np
+
     try:
         with wave.open(str(path)) as w:
             if w.getsampwidth() != 2:
@@ -32,32 +33,23 @@ def read_wav(path: Path) -> np.ndarray:
     return x
 
 
+def transcribe_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("path", type=Path)
+    p.add_argument("--agent", required=True, help="whose recording it is")
+    p.add_argument("--start", required=True, help="capture time of its first sample ('DAY1 11:00:00', ISO 8601, ...)")
+    options.common(p)
+
+
 def cmd_transcribe(args) -> int:
-    from memory.records import Observation
-    from models.bundled import resolve_whisper
-    from models.speech import Transcriber
-    from models.vad import Utterances
+    from daemon import build
+    from daemon.audio_stream import hear_recording, load_transcriber
 
     settings = settings_of(args)
-    clock = clock_of(settings)
+    clock = build.clock_of(settings)
     start = parse_time(clock, args.start, "--start")
-    s = settings.speech
     audio = read_wav(args.path)
-    gate = Utterances(threshold=s.vad_threshold, min_silence_ms=s.min_silence_ms, pad_ms=s.pad_ms,
-                      max_utterance_s=s.max_utterance_s)
-    model = Transcriber(resolve_whisper(s.model), device=s.device, compute_type=s.compute_type, threads=s.threads,
-                        language=s.language, beam_size=s.beam_size)
-    cuts = [c for i in range(0, len(audio), 16000) for c in gate.feed(audio[i:i + 16000])] + gate.flush()
-    obs, seconds = [], 0.0
-    for c in cuts:
-        heard = model.transcribe(c.audio)
-        seconds += heard.seconds
-        t0 = start + c.start * 1000 // 16000
-        for i, line in enumerate(heard.lines):
-            a = t0 + int(line.start_s * 1000)
-            obs.append(Observation(args.agent, "transcript", a, max(a, t0 + int(min(line.end_s, heard.audio_s) * 1000)),
-                                   line.text, lang=heard.language, ext_id=f"asr-{t0}-{i}"))
-    r = open_store(args, settings).add(obs) if obs else None
+    cuts, obs, seconds = hear_recording(args.agent, start, audio, settings.speech, load_transcriber(settings.speech))
+    r = store_of(args, settings).add(obs) if obs else None
     data = {"file": str(args.path), "agent": args.agent, "audio_s": round(len(audio) / 16000, 1),
             "utterances": len(cuts), "lines": [{"start": clock.iso(o.start_ms), "text": o.text} for o in obs],
             "inserted": r.inserted if r else 0, "duplicates": r.duplicates if r else 0,
@@ -68,11 +60,28 @@ def cmd_transcribe(args) -> int:
     return 0
 
 
+TRANSCRIBE = Command("transcribe", "a WAV recording of one agent into transcripts",
+                     'chorus transcribe kitchen.wav --agent robot1 --start "DAY1 11:00:00"',
+                     transcribe_arguments, cmd_transcribe)
+
+
+def frames_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--search", help="frames matching this text (needs vision.embedder)")
+    p.add_argument("--at", help="frames nearest this time (with --agent)")
+    options.agent(p, "only this agent (repeatable)")
+    options.as_of(p, "only frames captured before this time")
+    p.add_argument("--limit", type=int, default=5)
+    p.add_argument("--enforce", action="store_true", help="apply the retention policy now")
+    options.common(p)
+
+
 def cmd_frames(args) -> int:
+    from daemon import build
+
     settings = settings_of(args)
-    clock = clock_of(settings)
-    store = open_store(args, settings)
-    frames = wiring.frame_store(settings, store)
+    clock = build.clock_of(settings)
+    store = store_of(args, settings)
+    frames = build.frame_store(settings, store)
     data: dict = {"root": str(frames.root), "counts": frames.counts()}
     lines = [f"{frames.root}: {data['counts']['frames']} frames, {data['counts']['bytes'] / 1e6:.1f} MB "
              f"(quota {settings.frames.max_mb:.0f} MB, {settings.frames.max_age_h:.0f} h)"]
@@ -89,7 +98,9 @@ def cmd_frames(args) -> int:
         lines.append(f"retention: {r.deleted} deleted ({r.freed / 1e6:.1f} MB), {r.kept} kept; {removed} stray files")
     found = []
     if args.search:
-        embedder, _ = wiring.build_vision(settings)
+        from daemon.frame_worker import backfill
+
+        embedder, _ = build.vision(settings)
         if embedder is None:
             raise UserError("--search needs vision.embedder (an ONNX CLIP/SigLIP folder)")
         frames.ensure_vectors(embedder.name, embedder.dim)
@@ -108,3 +119,7 @@ def cmd_frames(args) -> int:
                   for f, d in found]
     out(args, data, "\n".join(lines))
     return 0
+
+
+FRAMES = Command("frames", "stored camera frames: counts, retention, search",
+                 'chorus frames --at "DAY1 11:20:00" --agent robot1', frames_arguments, cmd_frames)

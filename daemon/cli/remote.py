@@ -1,26 +1,13 @@
-"""`chorus chat`: ask questions interactively, of a running daemon over MQTT, or in process.
-
-History is kept in ~/.chorus_history; Ctrl-C drops the current question, Ctrl-D (or `quit`)
-leaves. Options are written after the question with ` | `: `Who cooked? | Alice | Tasha`.
-"""
+"""Short MQTT exchanges of the command line with a running daemon: is it online, its retained
+status, a question asked and its answer awaited."""
 
 from __future__ import annotations
 
 import asyncio
 import json
-import os
 import sys
-import time
 import uuid
 from collections.abc import Callable
-from pathlib import Path
-
-HISTORY = Path(os.environ.get("CHORUS_HISTORY", Path.home() / ".chorus_history"))
-
-
-def parse_line(line: str) -> tuple[str, list[str]]:
-    parts = [p.strip() for p in line.split("|")]
-    return parts[0], [p for p in parts[1:] if p][:4]
 
 
 async def daemon_online(host: str, port: int, root: str, wait_s: float = 1.5, conn: dict | None = None) -> bool:
@@ -81,61 +68,6 @@ async def ask_over_mqtt(host: str, port: int, root: str, question: str, options:
                     progress(d.get("stage", "working"), d)
 
         return await asyncio.wait_for(wait(), timeout_s)
-
-
-def show(answer: dict, label: Callable[[str], str]) -> str:
-    if answer.get("status") != "ok":
-        return f"error ({answer.get('code', '?')}): {answer.get('error')}"
-    lines = [answer.get("answer") or "(no answer)", ""]
-    if answer.get("guard"):
-        lines.insert(1, f"({answer.get('mode')}: {answer['guard']})")
-    for e in answer.get("evidence", [])[:8]:
-        mark = "*" if e.get("cited") else " "
-        first = e["text"].split("\n")[0][:90]
-        lines.append(f" {mark} {e['agent']:<11} {label(e['start'])}  {first}")
-    t = answer.get("timings_ms", {})
-    lines.append(f"   ({', '.join(f'{k} {v:.0f} ms' for k, v in t.items())})")
-    return "\n".join(lines)
-
-
-def repl(ask: Callable[[str, list[str]], dict], label: Callable[[str], str], where: str) -> int:
-    try:
-        import readline
-
-        if HISTORY.exists():
-            readline.read_history_file(HISTORY)
-    except (ImportError, OSError):
-        readline = None  # type: ignore[assignment]
-    print(f"chorus chat ({where}). Ask a question; options after ' | '; Ctrl-D to leave.", file=sys.stderr)
-    try:
-        while True:
-            try:
-                line = input("? ").strip()
-            except KeyboardInterrupt:
-                print(file=sys.stderr)
-                continue
-            if line.lower() in ("quit", "exit"):
-                break
-            if not line:
-                continue
-            question, options = parse_line(line)
-            t0 = time.perf_counter()
-            try:
-                print(show(ask(question, options), label))
-            except KeyboardInterrupt:
-                print("\n(cancelled)", file=sys.stderr)
-            except (TimeoutError, OSError) as e:
-                print(f"error: {e}", file=sys.stderr)
-            print(f"   [{time.perf_counter() - t0:.1f}s]", file=sys.stderr)
-    except EOFError:
-        print(file=sys.stderr)
-    finally:
-        if readline is not None:
-            try:
-                readline.write_history_file(HISTORY)
-            except OSError:
-                pass
-    return 0
 
 
 async def daemon_status(host: str, port: int, root: str, wait_s: float = 1.5,

@@ -1,13 +1,12 @@
-"""Speech: audio chunks per agent -> utterances (Silero VAD) -> faster-whisper -> transcripts.
+"""The live audio worker: audio chunks per agent -> utterances (Silero VAD) -> faster-whisper ->
+transcripts, hearing each agent's stream through `daemon/audio_stream.py`.
 
-Two kinds of worker: `listen` assembles each agent's chunks in stream time (lost chunks filled with
-silence up to `gap_fill_ms`; a longer gap, a restart or a duplicate handled) and cuts utterances
-in a worker thread; `transcribe` (one or more, `speech.workers`) recognises them one at a time in
+Two kinds of task: `listen` places each agent's chunks in stream time and cuts utterances in a
+worker thread; `transcribe` (one or more, `speech.workers`) recognises them one at a time in
 another thread and stores the lines as transcript observations through the same store path as
 captions. A fault inside either (a model error, a locked database, a full disk) costs the batch or
 the utterance, is reported on `errors` (throttled) and never ends the worker; a full disk is waited
-out, the utterance kept. Between the two waits
-a backlog bounded in seconds of speech: when recognition falls behind, the oldest utterance is
+out, the utterance kept. Between the two waits a backlog bounded in seconds of speech: when recognition falls behind, the oldest utterance is
 dropped and reported (`audio_backlog`), so memory never grows without bound.
 
 The agent's watermark advances only up to the audio that is settled (found silent, or
@@ -22,86 +21,26 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass
 
-import numpy as np
-
+from daemon.audio_stream import AgentAudio, Utterance, load_transcriber, observations
 from daemon.poison import PoisonJournal
 from memory.errors import StorageFull
-from memory.records import Observation
 from memory.store import Store
 from models.config import SpeechSettings
 from models.speech import RATE, Transcriber, pcm16_to_float
-from models.vad import Utterances
 from streams.errors import SchemaViolation, StreamError
 from streams.link import Inbound
 from streams.messages import AUDIO_RATE, MediaHeader, split_media
 from streams.wire import Drops, plausible_ms
 
 logger = logging.getLogger(__name__)
-JITTER_MS = 250  # capture-time noise tolerated between consecutive chunks
 
 
-@dataclass
-class Utterance:
-    agent: str
-    start_ms: int
-    end_ms: int
-    audio: np.ndarray
-
-    @property
-    def seconds(self) -> float:
-        return len(self.audio) / RATE
-
-
-class AgentAudio:
-    """One agent's stream: its VAD state and the map from sample positions to capture time."""
-
-    def __init__(self, agent: str, ts: int, s: SpeechSettings):
-        self.agent, self.s = agent, s
-        self.gate = Utterances(threshold=s.vad_threshold, min_silence_ms=s.min_silence_ms, pad_ms=s.pad_ms,
-                               max_utterance_s=s.max_utterance_s)
-        self.anchor_ms, self.anchor_pos, self.last_seq = ts, 0, -1
-
-    def ms(self, pos: int) -> int:
-        return self.anchor_ms + (pos - self.anchor_pos) * 1000 // RATE
-
-    def utterances(self, cuts) -> list[Utterance]:
-        return [Utterance(self.agent, self.ms(c.start), self.ms(c.end), c.audio) for c in cuts]
-
-    def take(self, h: MediaHeader, samples: np.ndarray) -> tuple[list[Utterance], str | None]:
-        """Place one chunk in the stream; (finished utterances, what was odd about it or None)."""
-        expected = self.ms(self.gate.end)
-        gap = h.ts - expected
-        if h.seq <= self.last_seq and gap <= JITTER_MS:
-            return [], "late"  # a duplicate or out of order: its place in the stream is taken
-        note, out = None, []
-        lost = h.seq > self.last_seq + 1 and self.last_seq >= 0  # chunks in between never came
-        if (lost and gap > 0) or gap > JITTER_MS:
-            if gap <= self.s.gap_fill_ms:  # lost audio: silence in its place keeps the stream's time
-                out += self.utterances(self.gate.feed(np.zeros(gap * RATE // 1000, dtype=np.float32)))
-                note = "gap"
-            else:
-                note = "jump"
-        elif gap < -JITTER_MS:
-            if lost or gap < -self.s.gap_fill_ms:
-                note = "jump"
-            else:  # the agent's clock and its sample count disagree: trust the clock
-                self.anchor_ms, self.anchor_pos = h.ts, self.gate.end
-        if note == "jump":  # a long gap, or the agent restarted: the open utterance ends with its audio
-            out += self.utterances(self.gate.flush())
-            self.anchor_ms, self.anchor_pos = h.ts, self.gate.end
-        self.last_seq = h.seq
-        out += self.utterances(self.gate.feed(samples))
-        return out, note
-
-    def settled_ms(self) -> int:
-        return self.ms(self.gate.settled)
-
-
-class Hearing:
+class AudioWorker:
     def __init__(self, store: Store, settings: SpeechSettings, *, report: Callable[..., None],
-                 advance: Callable[[str, int], None], journal: PoisonJournal | None = None):
+                 advance: Callable[[str, int], None], journal: PoisonJournal | None = None,
+                 model: Transcriber | None = None):
+        """`model`: Whisper, or None to load it (`load`) before the first utterance."""
         self.store, self.s, self.journal = store, settings, journal
         self.report, self.advance = report, advance  # advance(agent, ms): the agent's watermark
         self.queue: asyncio.Queue[tuple[str, MediaHeader, bytes, str, str]] = asyncio.Queue()
@@ -111,19 +50,16 @@ class Hearing:
         self.backlog: deque[Utterance] = deque()
         self.pending: dict[str, list[int]] = {}  # agent -> starts of its utterances not yet stored
         self._ready = asyncio.Event()
-        self.model: Transcriber | None = None
+        self.model = model
         self._loading = threading.Lock()
         self.counts = {"chunks": 0, "rejected": 0, "dropped": 0, "late": 0, "gaps": 0, "jumps": 0, "utterances": 0,
                        "transcripts": 0, "backlog_dropped": 0, "failed": 0, "audio_s": 0.0, "speech_s": 0.0,
                        "asr_s": 0.0}
         self.drops = Drops()
+        self.jumps = Drops()  # gaps and jumps in the agents' streams, reported the same way
 
     def load(self) -> None:
-        from models.bundled import resolve_whisper
-
-        s = self.s
-        self.model = Transcriber(resolve_whisper(s.model), device=s.device, compute_type=s.compute_type,
-                                 threads=s.threads, workers=s.workers, language=s.language, beam_size=s.beam_size)
+        self.model = load_transcriber(self.s, workers=self.s.workers)
 
     # -- from the link (never blocks) ---------------------------------------------------
     def offer(self, agent: str, m: Inbound) -> None:
@@ -177,8 +113,8 @@ class Hearing:
                     self.journal.end("speech-vad")
             for note, agent, topic, h in notes:
                 self.counts[{"late": "late", "gap": "gaps", "jump": "jumps"}[note]] += 1
-                n = self.counts["gaps"] + self.counts["jumps"]
-                if note != "late" and (n in (1, 10, 100) or n % 1000 == 0):
+                if note != "late" and self.jumps.note():
+                    n = self.counts["gaps"] + self.counts["jumps"]
                     self.report("audio_gap", f"audio of {agent} jumps at seq {h.seq} (ts {h.ts}); "
                                              f"{n} gaps so far", topic=topic, agent=agent, id=h.id)
             for u in found:
@@ -191,7 +127,7 @@ class Hearing:
         now = time.monotonic()
         for agent, stream in self.streams.items():
             if stream.gate.speech_start is not None and now - self.heard_at.get(agent, now) >= self.s.idle_flush_s:
-                for u in stream.utterances(stream.gate.flush()):
+                for u in stream.flush():
                     self._enqueue(u)
                 self._advance(agent)
 
@@ -266,12 +202,7 @@ class Hearing:
         heard = self.model.transcribe(u.audio)
         self.counts["speech_s"] += heard.audio_s
         self.counts["asr_s"] += heard.seconds
-        obs = []
-        for i, line in enumerate(heard.lines):
-            start = min(u.start_ms + int(line.start_s * 1000), u.end_ms)
-            end = max(start, min(u.start_ms + int(line.end_s * 1000), u.end_ms))
-            obs.append(Observation(agent=u.agent, kind="transcript", start_ms=start, end_ms=end, text=line.text,
-                                   lang=heard.language, ext_id=f"asr-{u.start_ms}-{i}"))
+        obs = observations(u, heard)
         if obs:
             r = self.store.add(obs)
             logger.info("heard %s at %d: %s", u.agent, u.start_ms, " / ".join(o.text for o in obs))

@@ -1,17 +1,25 @@
-"""Who may send, how fast, and how often the daemon complains about it.
+"""Admission: who may send, how fast, and how often the daemon complains about it.
 
 An agent topic passes the gate when its agent is on the allow-list (if one is configured), within
 its rate (a token bucket per agent over all its streams) and within the rate of all agents
 together (so that thousands of invented agent ids cannot take the box either). Error reports go
 through a throttle of their own, per code and agent and per code alone, so a flood of bad input
-cannot turn into a flood on `errors`. Every table here is bounded: idle keys are forgotten.
+cannot turn into a flood on `errors`; `Reports` is the one way every part of the daemon says
+what went wrong (a log line, the web page's latest errors, a message on `errors`). Every table
+here is bounded: idle keys are forgotten.
 """
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+
+from daemon.watch import Watch
+from streams.messages import error_payload
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass
@@ -86,3 +94,24 @@ class ReportThrottle:
                 self.held[code] = self.held.get(code, 0) + 1
             return None
         return self.held.pop(code, 0)
+
+
+class Reports:
+    """Coded errors of every part, through the throttle: logged, kept for the web page, published
+    on `errors` (QoS 0). `link` is anything with `topics` and `publish`."""
+
+    def __init__(self, link, throttle: ReportThrottle, watch: Watch):
+        self.link, self.throttle, self.watch = link, throttle, watch
+        self.counts = {"errors_sent": 0, "errors_held": 0}
+
+    def report(self, code: str, message: str, **where) -> None:
+        held = self.throttle.admit(code, where.get("agent"))
+        if held is None:  # a flood of the same complaint: counted, said later
+            self.counts["errors_held"] += 1
+            return
+        if held:
+            message += f" ({held} more like this held back)"
+        logger.warning("%s: %s (%s)", code, message, {k: v for k, v in where.items() if v})
+        self.counts["errors_sent"] += 1
+        self.watch.error(code, message, where)
+        self.link.publish(self.link.topics.errors, error_payload(code, message, **where), qos=0)
