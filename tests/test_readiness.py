@@ -91,8 +91,13 @@ def test_first_start_logs_ready_with_the_backlog_and_answers_during_catch_up(sli
     """An imported memory with no vectors: the daemon says it is ready, how to ask and what it will
     catch up on, and answers a question during the catch-up (how long it took is printed: a figure
     for the README, not an assertion)."""
+    from memory.store import Store
+
     db = tmp_path / "first.sqlite"
     shutil.copy(slice_db, db)
+    s = Store(db)
+    s.db.execute("DELETE FROM vector_indices")  # the session's slice may have been embedded by an earlier test
+    s.close()
     broker = Mosquitto(tmp_path)
     log = tmp_path / "daemon.log"
     proc = start_daemon(db, daemon_env(broker.port), log)
