@@ -9,6 +9,7 @@ import json
 import logging
 import os
 import signal
+import sys
 import threading
 import time
 from functools import partial
@@ -209,6 +210,8 @@ class Daemon:
         for line in ready_lines(model, self.db, await asyncio.to_thread(backlog, self.ingestor.store, r.encoder,
                                                                         r.dense)):
             logger.info("%s", line)
+            if not logger.isEnabledFor(logging.INFO):  # `./dev run` logs warnings only: say it anyway
+                print(f"chorus: {line}", file=sys.stderr, flush=True)
         period = watchdog_period_s()
         while period:
             await asyncio.sleep(period)
