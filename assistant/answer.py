@@ -18,7 +18,14 @@ from assistant.context import fit_units
 from assistant.frames import FrameFinder, frames_json
 from assistant.guard import EXTRACTIVE, MODEL, NOT_FOUND_MODE, Reply, check_open, extractive, unseen
 from assistant.planner import Request, plan
-from assistant.prompts import ANSWER_CHOICE, ANSWER_OPEN, ANSWER_STOP, ANSWER_SYSTEM, answer_schema
+from assistant.prompts import (
+    ANSWER_CHOICE,
+    ANSWER_OPEN,
+    ANSWER_PREFIX,
+    ANSWER_STOP,
+    ANSWER_SYSTEM,
+    answer_schema,
+)
 from assistant.query import Query, person_name
 from assistant.retrievers import Retrievers
 from memory.clock import HouseClock
@@ -29,6 +36,7 @@ from memory.store import Store
 from memory.tokenize import estimate_tokens, query_tokens
 from models.errors import ModelError
 from models.llm import HIGH, LocalLLM, ModelCutShort, ModelLooping, Usage
+from models.scoring import score_choices
 
 LETTERS = "ABCD"
 
@@ -60,6 +68,7 @@ class Answer:
     mode: str = MODEL  # model | extractive (the reply was unusable) | not_found
     guard: str | None = None  # why the model's reply was not shown as it was
     reply: str | None = None  # the model's own words when they were not shown
+    scores: dict | None = None  # multiple choice by scoring: {"letter": [...], "likelihood": [...], picks}
 
 
 class Answerer:
@@ -78,6 +87,7 @@ class Answerer:
         self.shared, self.dynamic, self.budget = shared, dynamic, budget
         self.planner = planner or settings.planner
         self.frames = frames or FrameFinder(FrameStore(store))  # the daemon's has its embedder
+        self.also_score = False  # the benchmark's comparison: score the options, then generate as configured
 
     # -- retrieval ----------------------------------------------------------------------
     def gather(self, q: Query, planner: str | None = None) -> Gathered:
@@ -134,7 +144,8 @@ class Answerer:
         timings = dict(g.timings_ms, answering=(time.perf_counter() - t0) * 1000)
         evidence = [units[i - 1] for i in r.cites] or units[:3]
         return Answer(q.question, r.text, r.choice, evidence, bool(r.cites), replace(g, units=units), count(context),
-                      timings, usage, r.status, r.error, self.frames.find(q, evidence), r.mode, r.guard, r.raw)
+                      timings, usage, r.status, r.error, self.frames.find(q, evidence), r.mode, r.guard, r.raw,
+                      r.scores)
 
     def respond(self, q: Query, units: list[Unit], context: str, choices: tuple[str, ...], usage: Usage) -> Reply:
         """The model's reply under the schema, checked: an open answer that degenerates is replaced
@@ -147,6 +158,9 @@ class Answerer:
             ANSWER_CHOICE if choices else ANSWER_OPEN)
         system = ANSWER_SYSTEM  # the fixed head first (the prompt cache keeps it); all that varies after
         messages = [{"role": "system", "content": system}, {"role": "user", "content": f"{context}\n\n{ask}"}]
+        if choices and s.choose != "generate":
+            return self.score(q, units, messages, choices, usage)
+        scored = self.score(q, units, messages, choices, usage, both=True) if choices and self.also_score else None
         try:
             reply, u = self.llm.json(messages, answer_schema(len(units), choices, s.answer_chars),
                                      max_tokens=s.answer_tokens, priority=HIGH, repeat_penalty=s.repeat_penalty,
@@ -161,15 +175,44 @@ class Answerer:
         usage.add(u)
         cites = [i for i in dict.fromkeys(reply.evidence) if 1 <= i <= len(units)]
         if choices:
-            return Reply(f"{reply.choice}. {q.options[LETTERS.index(reply.choice)]}", reply.choice, cites)
+            return Reply(f"{reply.choice}. {q.options[LETTERS.index(reply.choice)]}", reply.choice, cites,
+                         scores=scored.scores if scored else None)
         return check_open(reply.answer, q, units, cites, f"{system}\n{ask}", self.clock.label)
+
+    def score(self, q: Query, units: list[Unit], messages: list[dict], choices: tuple[str, ...], usage: Usage,
+              both: bool = False) -> Reply:
+        """Multiple choice without generating: the options scored after the evidence (`models.scoring`);
+        the evidence shown with it is the excerpts that share most words with the chosen option.
+        `both`: both readings (the benchmark's comparison; the prompt is then in the model's state for
+        the generation that follows)."""
+        options = [q.options[LETTERS.index(c)] for c in choices]
+        try:
+            sc, u = score_choices(self.llm, messages, ANSWER_PREFIX, list(choices), options,
+                                  with_options=both or self.settings.choose != "letter")
+        except ModelError as e:
+            return Reply("", status="error", error=str(e))
+        if not both:  # the comparison's pass is reported apart (its seconds in `scores`)
+            usage.add(u)
+        picks = {by: choices[sc.pick(by)] for by in ("letter", "likelihood", "pmi") if by == "letter" or sc.options}
+        c = picks.get(self.settings.choose, picks["letter"])
+        option = q.options[LETTERS.index(c)]
+        return Reply(f"{c}. {option}", c, supporting(units, option + " " + q.question),
+                     scores={"letter": sc.letters, "likelihood": sc.options, "pmi": sc.pmi, "picks": picks,
+                             "seconds": round(u.seconds, 3)})
 
     def names(self) -> set[str]:
         return {t for a in self.search.agents() for t in query_tokens(person_name(a))}
 
     def fit(self, units: list[Unit], q: Query, budget: int, count) -> tuple[list[Unit], str]:
         s = self.settings
-        return fit_units(units, q, budget, count, self.clock.label, s.filler_lines, s.speech_once)
+        return fit_units(units, q, budget, count, self.clock.label, s.filler_lines, s.speech_once, s.rank_decay)
+
+
+def supporting(units: list[Unit], text: str, most: int = 3) -> list[int]:
+    """The numbers (from 1) of the units sharing most words with `text`, best first."""
+    words = set(query_tokens(text))
+    overlap = [(len(words & set(query_tokens(u.text))), -i) for i, u in enumerate(units)]
+    return [1 - i for n, i in sorted(overlap, reverse=True)[:most] if n]
 
 
 def merge(flat: list[Unit], per_request: list[list[Unit]], budget: int, share: float) -> list[Unit]:

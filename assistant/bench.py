@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable
 
@@ -66,7 +67,7 @@ def day_of(item: QAItem, clock: HouseClock) -> int:
 def run(
     items: list[QAItem], retrievers: dict, clock: HouseClock, *, asker: str, budget: int,
     context_tokens: int = 4600, progress: Callable[[Iterable], Iterable] = iter, store=None,
-    filler: int | None = None, once: bool = False,
+    filler: int | None = None, once: bool = False, decay: float = 0.5,
 ) -> dict:
     """Every item through every retriever; per retriever overall, per question type and per day.
     Tokens are those of the context as the answerer gets it: the units cut to fit `context_tokens`."""
@@ -76,12 +77,12 @@ def run(
         for name, r in retrievers.items():
             got = r.retrieve(q)
             row = {k: hit(got.units, item.targets, w) for k, w in WINDOWS.items()}
-            shown = shown_lines(got.units, q, context_tokens, estimate_tokens, clock.label, filler, once) if got.units else []
+            shown = shown_lines(got.units, q, context_tokens, estimate_tokens, clock.label, filler, once, decay) if got.units else []
             if store is not None:
                 row |= shown_hits(store, got.units, [lines for _, lines in shown], item.targets)
             row.update(
                 type=item.type, id=item.id, day=day_of(item, clock), units=len(got.units),
-                tokens=estimate_tokens(fit_units(got.units, q, context_tokens, estimate_tokens, clock.label, filler, once)[1]),
+                tokens=estimate_tokens(fit_units(got.units, q, context_tokens, estimate_tokens, clock.label, filler, once, decay)[1]),
                 latency_ms=got.timings_ms["retrieval"],
             )
             rows[name].append(row)
@@ -116,21 +117,38 @@ PLANNED = ("planned", "planned+flat")
 
 
 class Planned:
-    def __init__(self, name: str, store, clock: HouseClock, settings: AnswerSettings, retrievers):
+    def __init__(self, name: str, store, clock: HouseClock, settings: AnswerSettings, retrievers, budget: int = 15):
         s = settings.model_copy(update={"merge_flat": name == "planned+flat", "shared_top_n": 0})
-        self.answerer = Answerer(store, clock, s, None, planner="rule", retrievers=retrievers)
+        self.answerer = Answerer(store, clock, s, None, planner="rule", retrievers=retrievers, budget=budget)
 
     def retrieve(self, q: Query) -> Retrieved:
         g = self.answerer.gather(q)
         return Retrieved(g.units, {"retrieval": sum(g.timings_ms.values())})
 
 
+def nearest_option(embed: Callable[[list[str]], np.ndarray], answer: str, options: list[str]) -> tuple[str, list[float]]:
+    """The letter of the option closest to a free answer (cosine of sentence vectors), and every cosine."""
+    v = embed([answer, *options])
+    v = v / np.maximum(np.linalg.norm(v, axis=1, keepdims=True), 1e-9)
+    cos = [round(float(x), 4) for x in v[1:] @ v[0]]
+    return "ABCD"[int(np.argmax(cos))], cos
+
+
+def languages(units: list[Unit]) -> dict[str, int]:
+    """How many of the excerpts shown hold Chinese lines, English lines (a unit may hold both)."""
+    zh = sum(bool(re.search(r"[\u3400-\u9fff]", u.text)) for u in units)
+    en = sum(bool(re.search(r"[A-Za-z]{3}", u.text)) for u in units)
+    return {"zh": zh, "en": en}
+
+
 def run_answers(
     items: list[QAItem], cells: dict, clock: HouseClock, *, asker: str,
     progress: Callable[[Iterable], Iterable] = iter, open_mode: bool = False,
+    embed: Callable[[list[str]], np.ndarray] | None = None,
 ) -> dict:
     """Every item answered by every cell (an `Answerer` with its switches): accuracy, Hit@W, cost.
-    In `open_mode` the options are not given; how each answer was made is counted."""
+    In `open_mode` the options are not given; how each answer was made is counted, and with `embed`
+    the free answer counts as right when the gold option is the one nearest to it."""
     rows: dict[str, list[dict]] = defaultdict(list)
     for item in progress(items):
         q = Query(item.question, item.query_ms, () if open_mode else item.options, asker=asker)
@@ -138,9 +156,15 @@ def run_answers(
             a = answerer.answer(q)
             units = a.gathered.units
             row = {k: hit(units, item.targets, w) for k, w in WINDOWS.items()}
+            choice, cos = a.choice, None
+            if open_mode and embed is not None and a.answer:
+                choice, cos = nearest_option(embed, a.answer, [o for o in item.options if o])
+            picks = (a.scores or {}).get("picks", {})
             row.update(
-                type=item.type, id=item.id, units=len(units), tokens=a.context_tokens,
-                accuracy=a.choice == item.answer, error=a.status != "ok", degenerate=a.mode == "extractive",
+                {f"{k}_ok": v == item.answer for k, v in picks.items()},
+                type=item.type, id=item.id, units=len(units), tokens=a.context_tokens, langs=languages(units),
+                accuracy=choice == item.answer, error=a.status != "ok", degenerate=a.mode == "extractive",
+                choice=choice, cosines=cos, scoring_ms=1000 * (a.scores or {}).get("seconds", 0.0),
                 mode=a.mode, guard=a.guard, answer=a.answer, reply=a.reply,
                 prompt_tokens=a.usage.prompt_tokens, completion_tokens=a.usage.completion_tokens,
                 cached_tokens=a.usage.cached_tokens,
@@ -156,11 +180,20 @@ def run_answers(
         entry["errors"] = int(sum(r["error"] for r in rs))
         entry["degenerate"] = int(sum(r["degenerate"] for r in rs))
         entry["modes"] = dict(Counter(r["mode"] for r in rs))
+        for k in ("letter_ok", "likelihood_ok", "pmi_ok"):  # multiple choice by scoring: both readings of one pass
+            if k in rs[0]:
+                entry[k[:-3] + "_accuracy"] = round(100 * float(np.mean([r[k] for r in rs])), 1)
+        if "letter_ok" in rs[0]:
+            entry["scoring_ms_p50"] = round(float(np.percentile([r["scoring_ms"] for r in rs], 50)), 1)
+        entry["answers_per_hour"] = round(3_600_000 / max(1.0, float(np.mean([r["latency_ms"] for r in rs]))), 1)
+        entry["excerpts_with"] = {lang: round(float(np.mean([r["langs"][lang] for r in rs])), 2) for lang in ("zh", "en")}
         entry["answers"] = [{"id": r["id"], "mode": r["mode"], "guard": r["guard"], "answer": r["answer"],
-                             "model_reply": r["reply"]} for r in rs]
+                             "choice": r["choice"], "gold": next(i.answer for i in items if i.id == r["id"]),
+                             "cosines": r["cosines"], "model_reply": r["reply"]} for r in rs]
         for k in ("prompt_tokens", "completion_tokens", "cached_tokens"):
             entry[k] = round(float(np.mean([r[k] for r in rs])), 1)
         entry["stage_ms_p50"] = {s: round(float(np.percentile([r[f"{s}_ms"] for r in rs], 50)), 1) for s in STAGES}
+        entry["stage_ms_p95"] = {s: round(float(np.percentile([r[f"{s}_ms"] for r in rs], 95)), 1) for s in STAGES}
         by_type = defaultdict(list)
         for r in rs:
             by_type[r["type"]].append(r)
@@ -179,14 +212,16 @@ def wilson(k: int, n: int, z: float = 1.96) -> list[float]:
     p = k / n
     mid = (p + z * z / (2 * n)) / (1 + z * z / n)
     half = z * np.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-    return [round(100 * max(0.0, mid - half), 1), round(100 * min(1.0, mid + half), 1)]
+    return [round(100 * max(0.0, float(mid - half)), 1), round(100 * min(1.0, float(mid + half)), 1)]
 
 
 def answer_table(report: dict) -> str:
-    cols = ["accuracy", "accuracy_ci95", "degenerate", "hit@0", "hit@30s", "hit@5min", "units", "tokens", "latency_ms_p50"]
+    cols = ["accuracy", "accuracy_ci95", "degenerate", "hit@0", "hit@30s", "hit@5min", "units", "tokens", "latency_ms_p50",
+            "answers_per_hour"]
+    cols += [c for c in ("letter_accuracy", "likelihood_accuracy", "pmi_accuracy") if any(c in r for r in report["cells"].values())]
     lines = [f"{report['questions']} questions, model {report.get('model')}",
              f"{'cell':28}" + "".join(f"{c:>15}" for c in cols) + "   stage p50 ms"]
     for name, r in report["cells"].items():
         stages = " ".join(f"{k}={v}" for k, v in r["stage_ms_p50"].items())
-        lines.append(f"{name:28}" + "".join(f"{r[c]!s:>15}" for c in cols) + f"   {stages}")
+        lines.append(f"{name:28}" + "".join(f"{r.get(c, '-')!s:>15}" for c in cols) + f"   {stages}")
     return "\n".join(lines)

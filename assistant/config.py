@@ -34,6 +34,11 @@ class AnswerSettings(BaseModel):
     retrieve_top_k: int = Field(100, ge=1, description="Candidates searched before filtering to one agent.")
     fallback_top_k: int = Field(1000, ge=1, description="Candidates searched when the first pass finds too few.")
     planner: Literal["llm", "rule"] = Field("llm", description="Who picks agents and sub-queries.")
+    choose: Literal["generate", "letter", "likelihood", "pmi"] = Field(
+        "generate", description="Multiple choice: generate the letter under the schema (with citations), or score "
+        "the options without generating: 'letter' (the letters' probability as the next token), 'likelihood' "
+        "(the mean log-probability of each option's words), 'pmi' (their log-probability less that without the "
+        "evidence).")
     max_requests: int = Field(6, ge=1, le=20, description="Most agent requests a plan may make.")
     context_tokens: int = Field(4600, ge=256, description="Token budget of the context handed to the responder.")
     filler_lines: int | None = Field(
@@ -41,6 +46,9 @@ class AnswerSettings(BaseModel):
         "(None: fill each excerpt's share of the budget).")
     speech_once: bool = Field(
         True, description="Words several wearers heard in the same 30 s are shown once, in the best excerpt that has them.")
+    rank_decay: float = Field(
+        0.5, ge=0, le=4, description="An excerpt's share of the context falls as 1/rank^this (0: equal shares); "
+        "what one leaves unused goes to those after it.")
     answer_tokens: int = Field(160, ge=16, description="Most tokens of an open answer.")
     answer_chars: int = Field(300, ge=40, le=2000, description="Most characters of an open answer (in its schema).")
     repeat_penalty: float = Field(1.3, ge=1.0, le=2.0, description="Repetition penalty while answering.")

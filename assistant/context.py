@@ -60,30 +60,35 @@ def best_lines(u: Unit, wanted: set[str], n: int = 1) -> list[str]:
 
 
 def fit_units(units: list[Unit], q: Query, budget: int, count: Callable[[str], int],
-              label: Callable[[int], str], filler: int | None = None, once: bool = False) -> tuple[list[Unit], str]:
+              label: Callable[[int], str], filler: int | None = None, once: bool = False,
+              decay: float = 0.5) -> tuple[list[Unit], str]:
     """Units numbered for citation, each cut to its share of the token budget (`shown_lines`)."""
     if not units:
         return [], "(none found)"
-    blocks = [head + "\n" + "\n".join(lines) for head, lines in shown_lines(units, q, budget, count, label, filler, once)]
+    blocks = [head + "\n" + "\n".join(lines) for head, lines in shown_lines(units, q, budget, count, label, filler, once, decay)]
     return list(units), "\n\n".join(blocks)
 
 
 def shown_lines(units: list[Unit], q: Query, budget: int, count: Callable[[str], int],
                 label: Callable[[int], str], filler: int | None = None,
-                once: bool = False) -> list[tuple[str, list[str]]]:
+                once: bool = False, decay: float = 0.5) -> list[tuple[str, list[str]]]:
     """(heading, the lines shown) of each unit, in its share of the token budget.
 
     Within a unit the lines that share words with the question (and its sub-queries) are kept
     first, in their own order. With `filler`, at most that many lines that share no word are
     kept besides (those next to a kept line first, at least one a unit): the rest costs tokens
-    and tells the model nothing the question asks about.
+    and tells the model nothing the question asks about. The excerpt ranked n-th gets a share
+    proportional to 1/n^`decay` of what is left (0: equal shares), so tokens an excerpt leaves
+    unused go to those after it.
     """
     wanted = set(query_tokens(" ".join((q.question, *q.options))))
     for u in units:
         wanted |= set(query_tokens(u.extra.get("query", "")))
-    share = max(40, budget // max(1, len(units)))
-    out, said = [], set()
+    weights = [1 / (n ** decay) for n in range(1, len(units) + 1)]
+    out, said, left = [], set(), budget
     for n, u in enumerate(units, 1):
+        # a better-ranked excerpt gets a larger share; what one leaves unused goes to those after it
+        share = max(40, int(left * weights[n - 1] / sum(weights[n - 1:])))
         head = f"[{n}] {view_of(u.agent)}, {label(u.start_ms)}-{label(u.end_ms)[-8:]}"
         lines = unit_lines(u)
         if once:  # words several wearers heard are shown in the first (best) excerpt that has them
@@ -100,6 +105,7 @@ def shown_lines(units: list[Unit], q: Query, budget: int, count: Callable[[str],
             chosen.add(i)
             used += c
         out.append((head, [lines[i] for i in sorted(chosen)]))
+        left = max(0, left - used)
         said |= {(u.start_ms, lines[i]) for i in chosen}
     return out
 

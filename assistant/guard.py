@@ -56,6 +56,7 @@ class Reply:
     status: str = "ok"
     error: str = ""
     raw: str | None = None  # the model's own words when they were not shown
+    scores: dict | None = None  # multiple choice by scoring: each reading's log-probabilities and pick
 
 
 def tokens(text: str) -> list[str]:

@@ -4,7 +4,7 @@ import pytest
 
 from assistant.answer import Answerer, answer_json, merge
 from assistant.config import AnswerSettings
-from assistant.context import english_first, fit_units
+from assistant.context import english_first, fit_units, shown_lines
 from assistant.guard import (
     NOT_FOUND,
     check_open,
@@ -90,6 +90,19 @@ def test_words_heard_by_several_wearers_are_shown_once_and_filler_is_bounded(clo
     assert "I hold a box" in text
     _, cut = fit_units([alice], q, 3000, count, clock.label, filler=1)
     assert cut.splitlines()[1:] == ["I tighten a screw", "Jake: Where is the screwdriver?"]  # the match and its neighbour
+
+
+def test_better_ranked_excerpts_get_more_of_the_context_and_unused_shares_pass_on(clock):
+    lines = "\n".join(f"I move box number {i} to the shelf" for i in range(40))
+    units = [unit("A2_ALICE", T + k * 60_000, lines, k + 1) for k in range(4)]
+    q, count = Query("Where is the kettle?", T + 3_600_000), lambda s: len(s) // 4
+    shown = {d: [len(x) for _, x in shown_lines(units, q, 400, count, clock.label, decay=d)] for d in (0.0, 1.0)}
+    assert len(set(shown[0.0])) == 1  # equal shares
+    assert shown[1.0][0] > shown[1.0][1] > shown[1.0][3]  # the first excerpt gets most
+    assert sum(shown[1.0]) == pytest.approx(sum(shown[0.0]), abs=4)  # the same budget
+    short = [unit("A2_ALICE", T, "I sit down", 9), *units[:2]]
+    passed_on = [len(x) for _, x in shown_lines(short, q, 400, count, clock.label, decay=0.0)]
+    assert passed_on[0] == 1 and passed_on[1] > shown[0.0][0]  # what the short one left goes on
 
 
 def test_extractive_answers_name_who_and_when(clock):

@@ -67,12 +67,13 @@ def cmd_bench(args) -> int:
     pool = retrievers_for(store, clock, settings, encoders=tuple({n.partition("@")[2] for n in names} - {""}),
                           embed=not args.as_is)
     pools: dict[str, dict] = {n: {} for n in names}  # with --loo, the weight search re-scores these
-    retrievers = {n: bench.Planned(n, store, clock, settings.answer, pool) if n in bench.PLANNED
-                  else pool.make(n, pool_cache=pools[n] if args.loo else None) for n in names}
     budget = args.budget or settings.retrieval.budget
+    retrievers = {n: bench.Planned(n, store, clock, settings.answer, pool, budget) if n in bench.PLANNED
+                  else pool.make(n, pool_cache=pools[n] if args.loo else None) for n in names}
     report = bench.run(items, retrievers, clock, asker="A1_JAKE", budget=budget,
                        context_tokens=settings.answer.context_tokens, store=store,
                        filler=settings.answer.filler_lines, once=settings.answer.speech_once,
+                       decay=settings.answer.rank_decay,
                        progress=progress("bench", unit="question"))
     text = bench.table(report)
     if args.loo:
@@ -106,8 +107,16 @@ def bench_answers(args, settings, clock, store, items) -> int:
                           budget=budget, planner=args.planner)
         for n in names
     }
+    if not args.open:  # every way of choosing from one evaluation of the prompt (the options scored first)
+        for a in cells.values():
+            a.also_score = settings.answer.choose == "generate"
+    embed = None
+    if args.open:  # the free answer is scored by the option nearest to it, in MiniLM's space
+        from models.embed import Embedder
+
+        embed = Embedder().embed
     report = bench.run_answers(items, cells, clock, asker="A1_JAKE", progress=progress("bench", unit="question"),
-                               open_mode=args.open)
+                               open_mode=args.open, embed=embed)
     report["model"] = llm.name
     report["events_in_memory"] = store.counts()["events"]
     out(args, report, bench.answer_table(report))

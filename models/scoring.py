@@ -1,0 +1,106 @@
+"""Multiple choice by likelihood: the model reads the prompt once and the options are scored,
+nothing is generated.
+
+After the prompt and the start of the reply (e.g. "Answer:"), two readings of the same state:
+- `letters`: the log-probability of each letter as the next token (" A", " B", ...), one
+  forward pass for all options;
+- `options`: the mean log-probability of each option's own words (" Alice"), one token at a time
+  from the same state, so that an option is judged by what it says and not by its letter;
+- `pmi`: the same words' total log-probability minus theirs after a prompt with no evidence and
+  no question (the same system message, then `prefix`): what the evidence adds to each option,
+  so that a short or common option does not win by being likely anywhere (Holtzman et al. 2021,
+  "surface form competition").
+The neutral prompt is read first and the real one last, so the real prompt stays in the model's
+state (a generation that follows reads none of it again); the fixed head comes from the prompt
+cache like any other call's.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from models.errors import ModelError
+from models.llm import HIGH, LocalLLM, Usage
+from models.prefix import common_prefix
+
+
+@dataclass
+class Scores:
+    letters: list[float]  # log-probability of each letter as the next token
+    options: list[float]  # mean log-probability of each option's tokens
+    pmi: list[float]  # their total log-probability less that after a prompt without evidence
+
+    def pick(self, by: str) -> int:
+        return int(np.argmax({"letter": self.letters, "likelihood": self.options, "pmi": self.pmi}[by]))
+
+
+def _log_softmax(x: np.ndarray) -> np.ndarray:
+    x = x.astype(np.float64)
+    m = x.max()
+    return x - m - np.log(np.exp(x - m).sum())
+
+
+def score_choices(
+    llm: LocalLLM, messages: list[dict], prefix: str, letters: list[str], options: list[str], *,
+    priority: int = HIGH, with_options: bool = True, neutral: str = "Answer briefly.",
+) -> tuple[Scores, Usage]:
+    """The scores of `letters` (each read as " X") and of `options` after `messages` and `prefix`;
+    `neutral`: the user message of the prompt without evidence (with `with_options`)."""
+    llama = llm._open()
+    rendered = llm.prompts.tokens(messages)
+    if rendered is None:
+        raise ModelError(f"{llm.name}: scoring needs the model's own chat template")
+    after = llama.tokenize(prefix.encode("utf-8"), add_bos=False, special=False)
+    toks, head = rendered
+    toks = toks + after
+    letter_ids = [llama.tokenize(f" {x}".encode(), add_bos=False, special=False)[0] for x in letters]
+    if len(set(letter_ids)) != len(letter_ids):
+        raise ModelError(f"{llm.name}: the letters are not one token each")
+    conts = [llama.tokenize(f" {x}".encode(), add_bos=False, special=False)[:24] or letter_ids[:1] for x in options]
+    if llm.closing.is_set():
+        raise ModelError("the process is stopping")
+    llm.gate.acquire(priority)
+    t0 = time.perf_counter()
+    try:
+        base_lp: list[float] = []
+        if with_options:
+            blank, blank_head = llm.prompts.tokens([*messages[:-1], {"role": "user", "content": neutral}])
+            base_lp = [sum(x) for x in _continuations(llm, blank + after, blank_head, conts)[1]]
+        first, per_token, cached = _continuations(llm, toks, head, conts if with_options else [])
+        letter_lp = [float(first[i]) for i in letter_ids]
+    finally:
+        llm.gate.release()
+    option_lp = [sum(x) / len(x) for x in per_token]
+    pmi = [sum(x) - b for x, b in zip(per_token, base_lp, strict=True)]
+    usage = Usage(len(toks), 0, time.perf_counter() - t0, cached)
+    return Scores(letter_lp, option_lp, pmi), usage
+
+
+def _continuations(llm: LocalLLM, toks: list[int], head: int, conts: list[list[int]]):
+    """(the log-probabilities of the next token after `toks`, each continuation's per-token
+    log-probabilities, how many of `toks` the context already held); the context is left holding `toks`."""
+    llama = llm.llama
+    llm.prompts.prepare(toks, head)
+    have = common_prefix(llama.input_ids[: llama.n_tokens].tolist(), toks)
+    llama.n_tokens = min(have, len(toks) - 1)  # the last token again at least: its logits are wanted
+    llama.eval(toks[llama.n_tokens:])
+    first = _log_softmax(_last_logits(llama))
+    base, out = llama.n_tokens, []
+    for cont in conts:
+        lp, got = first, []
+        for k, t in enumerate(cont):
+            got.append(float(lp[t]))
+            if k + 1 < len(cont):
+                llama.eval([t])
+                lp = _log_softmax(_last_logits(llama))
+        out.append(got)
+        llama.n_tokens = base
+    return first, out, have
+
+
+def _last_logits(llama) -> np.ndarray:
+    """The logits after the last token evaluated (llama.cpp keeps only those without logits_all)."""
+    return np.ctypeslib.as_array(llama._ctx.get_logits(), shape=(llama.n_vocab(),)).copy()

@@ -1,0 +1,103 @@
+"""Multiple choice by likelihood (`models.scoring`) through the real bundled model, and the
+benchmark's open-mode scorer through the real MiniLM."""
+
+import math
+from typing import Literal
+
+import pytest
+
+from assistant.answer import Answerer, supporting
+from assistant.bench import languages, nearest_option
+from assistant.config import AnswerSettings, SearchSettings
+from assistant.query import Query
+from memory.records import Unit
+from memory.store import Store
+from models.scoring import score_choices
+
+pytestmark = pytest.mark.slow
+SYSTEM = "You answer questions using only the evidence given."
+ASK = ("Evidence:\nThe kettle is on the balcony. Jake put it there at noon.\n\n"
+       "Question: Where is the kettle?\nA. in the kitchen\nB. on the balcony\nC. in the car\nD. under the bed\n"
+       "Choose the letter of the right option.")
+OPTIONS = ["in the kitchen", "on the balcony", "in the car", "under the bed"]
+
+
+def mean_logprob(llama, toks, cont):
+    """The continuation's mean log-probability, evaluated from scratch with every position's logits."""
+    import numpy as np
+
+    llama.n_tokens = 0
+    total = 0.0
+    for t in [*toks, *cont][:-1]:
+        llama.eval([t])
+    llama.n_tokens = 0
+    llama.eval(toks)
+    for t in cont:
+        x = np.ctypeslib.as_array(llama._ctx.get_logits(), shape=(llama.n_vocab(),)).astype(np.float64)
+        total += x[t] - x.max() - np.log(np.exp(x - x.max()).sum())
+        llama.eval([t])
+    return total / len(cont)
+
+
+def test_options_are_scored_after_one_reading_of_the_prompt(tiny_llm):
+    messages = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": ASK}]
+    s, u = score_choices(tiny_llm, messages, "Answer:", list("ABCD"), OPTIONS)
+    assert len(s.letters) == len(s.options) == len(s.pmi) == 4
+    assert all(lp < 0 for lp in s.letters) and sum(math.exp(lp) for lp in s.letters) <= 1.0
+    # the options' words read the same whether scored or evaluated as one continuation
+    toks = tiny_llm.prompts.tokens(messages)[0] + tiny_llm.llama.tokenize(b"Answer:", add_bos=False, special=False)
+    cont = tiny_llm.llama.tokenize(b" on the balcony", add_bos=False, special=False)
+    assert s.options[1] == pytest.approx(mean_logprob(tiny_llm.llama, toks, cont), abs=0.05)
+    assert u.prompt_tokens > 50 and u.completion_tokens == 0
+    s, _ = score_choices(tiny_llm, messages, "Answer:", list("ABCD"), OPTIONS)  # after the check above
+    again, u2 = score_choices(tiny_llm, messages, "Answer:", list("ABCD"), OPTIONS, with_options=False)
+    assert again.letters == pytest.approx(s.letters, abs=1e-3) and again.options == again.pmi == []
+    # the prompt without evidence is read first, the real one last: it is still in the model's state
+    assert u2.cached_tokens >= u2.prompt_tokens - 1
+    # a generation after the scoring still works on the same state
+    from pydantic import BaseModel
+
+    class Pick(BaseModel):
+        choice: Literal["A", "B", "C", "D"]
+
+    reply, _ = tiny_llm.json(messages, Pick, max_tokens=16)
+    assert isinstance(reply.choice, str)
+
+
+def test_the_answerer_chooses_by_scoring_and_shows_the_excerpts_behind_the_choice(slice_db, clock, tiny_llm):
+    store = Store(slice_db)
+    try:
+        q = Query("Who was tightening screws?", clock.parse("DAY1 11:21:02"), ("Tasha", "Alice", "Shure", "Lucia"))
+        for how in ("letter", "pmi"):
+            settings = AnswerSettings(planner="rule", context_tokens=900, shared_top_n=0, choose=how)
+            a = Answerer(store, clock, settings, tiny_llm, budget=5, search=SearchSettings(dense=False)).answer(q)
+            assert a.status == "ok" and a.choice in "ABCD" and a.answer.startswith(f"{a.choice}. ")
+            assert a.usage.completion_tokens == 0 and a.scores["picks"][how] == a.choice
+            assert len(a.scores["letter"]) == 4 and (how == "letter") == (a.scores["pmi"] == [])
+            assert a.evidence and all(u in a.gathered.units for u in a.evidence)
+        generating = Answerer(store, clock, AnswerSettings(planner="rule", context_tokens=900, shared_top_n=0),
+                              tiny_llm, budget=5, search=SearchSettings(dense=False))
+        generating.also_score = True  # the benchmark's comparison: both readings, then the generation
+        a = generating.answer(q)
+        assert a.status == "ok" and a.usage.completion_tokens > 0 and set(a.scores["picks"]) == {"letter", "likelihood", "pmi"}
+    finally:
+        store.close()
+
+
+def test_supporting_excerpts_share_the_options_words():
+    units = [Unit(i, "A2_ALICE", 0, 30_000, text, ()) for i, text in
+             enumerate(["I wash the cups", "Alice tightens the screws on the shelf", "screws in a box"], 1)]
+    assert supporting(units, "Alice tightening screws shelf") == [2, 3]
+    assert supporting(units, "nothing in common") == []
+
+
+def test_an_open_answer_is_scored_by_the_option_nearest_to_it():
+    from models.embed import Embedder
+
+    embed = Embedder().embed
+    letter, cos = nearest_option(embed, "Alice was tightening the screws of the shelf with a screwdriver.",
+                                 ["a kettle on the stove", "assembling furniture with tools", "watching a movie",
+                                  "buying groceries"])
+    assert letter == "B" and len(cos) == 4 and max(cos) == cos[1] and all(-1 <= c <= 1 for c in cos)
+    units = [Unit(1, "A2_ALICE", 0, 1, "我依旧在拧螺丝", ()), Unit(2, "A1_JAKE", 0, 1, "I pick it up\n我拿起来", ())]
+    assert languages(units) == {"zh": 2, "en": 1}
