@@ -90,14 +90,15 @@ def _continuations(llm: LocalLLM, toks: list[int], head: int, conts: list[list[i
     first = _log_softmax(_last_logits(llama))
     base, out = llama.n_tokens, []
     for cont in conts:
-        lp, got = first, []
-        for k, t in enumerate(cont):
-            got.append(float(lp[t]))
-            if k + 1 < len(cont):
-                llama.eval([t])
-                lp = _log_softmax(_last_logits(llama))
+        got = [float(first[cont[0]])]
+        if len(cont) > 1:  # the rest in one batch with the logits of every position
+            llama._ctx.kv_cache_seq_rm(-1, base, -1)
+            llama._batch.set_batch(batch=cont[:-1], n_past=base, logits_all=True)
+            llama._ctx.decode(llama._batch)
+            rows = np.ctypeslib.as_array(llama._ctx.get_logits(), shape=(len(cont) - 1, llama.n_vocab()))
+            got += [float(_log_softmax(rows[k])[t]) for k, t in enumerate(cont[1:])]
         out.append(got)
-        llama.n_tokens = base
+    llama._ctx.kv_cache_seq_rm(-1, base, -1)  # the context holds `toks` again (n_tokens was never moved)
     return first, out, have
 
 
