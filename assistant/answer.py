@@ -205,7 +205,8 @@ class Answerer:
 
     def fit(self, units: list[Unit], q: Query, budget: int, count) -> tuple[list[Unit], str]:
         s = self.settings
-        return fit_units(units, q, budget, count, self.clock.label, s.filler_lines, s.speech_once, s.rank_decay)
+        return fit_units(units, q, budget, count, self.clock.label, s.filler_lines, s.speech_once, s.rank_decay,
+                         s.name_wearer)
 
 
 def supporting(units: list[Unit], text: str, most: int = 3) -> list[int]:

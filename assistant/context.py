@@ -46,6 +46,23 @@ def english_first(lines: list[str]) -> list[str]:
     return out
 
 
+_I_ZH = re.compile(r"我(?!们)")
+_I_EN = {"I'm": "{n} is", "I've": "{n} has", "I'll": "{n} will", "I'd": "{n} would", "I": "{n}", "me": "{n}",
+         "my": "{n}'s", "My": "{n}'s", "mine": "{n}'s", "myself": "{n}"}
+_I_EN_WORD = re.compile(r"\b(I'm|I've|I'll|I'd|I|me|my|My|mine|myself)\b")
+
+
+def named(line: str, name: str) -> str:
+    """A line of the wearer's own view (not speech) with "I" written as the wearer: 我依旧在拧螺丝
+    -> Alice依旧在拧螺丝, "I pick it up" -> "Alice pick it up" (a small model does not carry the
+    excerpt's heading down to its lines)."""
+    if speaker_of(line):
+        return line
+    if is_cjk(line):
+        return _I_ZH.sub(name, line)
+    return _I_EN_WORD.sub(lambda m: _I_EN[m.group(1)].format(n=name), line)
+
+
 def unit_lines(u: Unit) -> list[str]:
     return english_first([x for x in u.text.split("\n") if x.strip()])
 
@@ -61,11 +78,13 @@ def best_lines(u: Unit, wanted: set[str], n: int = 1) -> list[str]:
 
 def fit_units(units: list[Unit], q: Query, budget: int, count: Callable[[str], int],
               label: Callable[[int], str], filler: int | None = None, once: bool = False,
-              decay: float = 0.5) -> tuple[list[Unit], str]:
+              decay: float = 0.5, first_person: bool = True) -> tuple[list[Unit], str]:
     """Units numbered for citation, each cut to its share of the token budget (`shown_lines`)."""
     if not units:
         return [], "(none found)"
-    blocks = [head + "\n" + "\n".join(lines) for head, lines in shown_lines(units, q, budget, count, label, filler, once, decay)]
+    shown = shown_lines(units, q, budget, count, label, filler, once, decay)
+    blocks = [head + "\n" + "\n".join(named(x, person_name(u.agent)) if first_person else x for x in lines)
+              for u, (head, lines) in zip(units, shown, strict=True)]
     return list(units), "\n\n".join(blocks)
 
 

@@ -44,7 +44,7 @@ class Daemon:
                  consolidation: Consolidation | None = None, indexer: Indexer | None = None,
                  audio: AudioWorker | None = None, frames: FrameWorker | None = None,
                  journal: PoisonJournal | None = None,
-                 broker: EmbeddedBroker | None = None, browse: Browse | None = None, llm=None,
+                 broker: EmbeddedBroker | None = None, browse: Browse | None = None, llm=None, writer=None,
                  closing: threading.Event | None = None, foreground: Foreground | None = None):
         """Finished parts (built by `daemon.build.daemon`; tests hand in fakes). `closing` is set
         when the process stops, for work in threads that must end with it; `foreground` counts the
@@ -54,6 +54,7 @@ class Daemon:
         self.watch = reports.watch  # agents' statuses and the latest errors, for the web page and Home Assistant
         self.ingestor, self.desk, self.asking = ingestor, desk, asking
         self.consolidation, self.indexer, self.llm = consolidation, indexer, llm
+        self.writer = writer or llm  # the consolidation's model (the same instance unless configured apart)
         self.audio, self.frames = audio, frames
         self.journal, self.broker, self.browse = journal, broker, browse
         self.closing = closing or threading.Event()
@@ -119,8 +120,8 @@ class Daemon:
                 self.journal.close()  # a clean stop: nothing was in flight when we died
         finally:
             notify("STOPPING=1")
-            if self.llm is not None:
-                self.llm.closing.set()  # a generation in a worker thread ends at its next token
+            for model in {id(m): m for m in (self.llm, self.writer) if m is not None}.values():
+                model.closing.set()  # a generation in a worker thread ends at its next token
             self.closing.set()  # and a background embedding at its next batch
             if self.foreground is not None:
                 self.foreground.close()  # background work paused for a question stops waiting
@@ -176,6 +177,7 @@ class Daemon:
         """The retained `status/info` message (also `GET /api/status`)."""
         return {"version": VERSION, "db": str(self.db), "started": self.started, "pid": os.getpid(),
                 "model": self.llm.name if self.llm else None,
+                "consolidation_model": self.writer.name if self.writer else None,
                 "house": {"day1": str(self.settings.house.day1), "timezone": self.settings.house.timezone}}
 
     def stats(self) -> dict:
@@ -206,9 +208,10 @@ class Daemon:
         notify(f"READY=1\nSTATUS=serving; model {model}")
         from daemon.readiness import backlog, ready_lines
 
-        r = self.settings.retrieval
-        for line in ready_lines(model, self.db, await asyncio.to_thread(backlog, self.ingestor.store, r.encoder,
-                                                                        r.dense)):
+        r, m = self.settings.retrieval, self.settings.llm
+        queued = await asyncio.to_thread(backlog, self.ingestor.store, r.encoder, r.dense,
+                                         m.consolidation_model or m.model)
+        for line in ready_lines(model, self.db, queued):
             logger.info("%s", line)
             if not logger.isEnabledFor(logging.INFO):  # `./dev run` logs warnings only: say it anyway
                 print(f"chorus: {line}", file=sys.stderr, flush=True)

@@ -62,14 +62,16 @@ def _str(p: Path | None) -> str | None:
     return str(p) if p else None
 
 
-def llm(settings: Settings):
-    """The one model of this process (loaded once; the bundled profile resolved to its file)."""
+def llm(settings: Settings, role: str = "answer"):
+    """The model of a role ("answer": answering and planning; "consolidation"), loaded once per
+    process and file (the bundled profile resolved to its file): one instance when both are the same."""
     from models.bundled import resolve
     from models.llm import shared_llm
 
     s = settings.llm
+    name = s.consolidation_model if role == "consolidation" and s.consolidation_model else s.model
     return shared_llm(
-        resolve(s.model), n_ctx=s.n_ctx, n_threads=s.n_threads, n_gpu_layers=s.n_gpu_layers, seed=s.seed,
+        resolve(name), n_ctx=s.n_ctx, n_threads=s.n_threads, n_gpu_layers=s.n_gpu_layers, seed=s.seed,
         temperature=s.temperature, time_limit_s=s.time_limit_s, chat_format=s.chat_format,
     )
 
@@ -210,11 +212,12 @@ async def daemon(settings: Settings, db: Path | None = None):
     foreground = Foreground()  # questions in flight: background work holds off meanwhile
     host, port, broker = await broker_address(s)
     model = await asyncio.to_thread(llm, s)
+    writer = await asyncio.to_thread(llm, s, "consolidation")  # the same instance unless configured apart
     embedder, captioner = await asyncio.to_thread(vision, s)
     link = Link(link_config(s, host, port, protocol="3.1.1" if broker else "auto"))
     reported = reports(s, link)
     report = reported.report
-    consolidation = Consolidation(consolidator(s, open_store(s, db), clock, model, foreground), clock, link,
+    consolidation = Consolidation(consolidator(s, open_store(s, db), clock, writer, foreground), clock, link,
                                   every_s=s.daemon.consolidate_every_s, report=report)
     ingest = ingestor(s, open_store(s, db, reserve=True, ingest=True), report=report, journal=journal,
                       on_batch=consolidation.note)
@@ -234,7 +237,7 @@ async def daemon(settings: Settings, db: Path | None = None):
     indexer = _indexer(s, db, clock, serving, stop=foreground.between(closing.is_set), report=report)
     return Daemon(s, db=db, clock=clock, link=link, reports=reported, gate=gate(s), ingestor=ingest, desk=desk,
                   asking=asking, consolidation=consolidation, indexer=indexer, audio=audio, frames=frames,
-                  journal=journal, broker=broker, browse=Browse(open_store(s, db), s.frames.dir), llm=model,
+                  journal=journal, broker=broker, browse=Browse(open_store(s, db), s.frames.dir), llm=model, writer=writer,
                   closing=closing, foreground=foreground)
 
 

@@ -14,9 +14,10 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 
 # Rates on 2 cores, for the estimate only (README, Figures): MiniLM int8 over the week's units
-# (`chorus index`), USE multilingual likewise, and one 10-minute window with the tiny model.
+# (`chorus index`), USE multilingual likewise, and one 10-minute window by each bundled model
+# (a model by path: as base).
 EMBED_UNITS_S = {"minilm": 60.0, "use-multilingual": 11.0}
-WINDOW_S = 10.0
+WINDOW_S = {"tiny": 10.5, "base": 58.5, "small": 21.9}
 TABLES = {"minilm": ("segments", "events"), "use-multilingual": ("segments_use", "events_use")}
 
 
@@ -35,8 +36,9 @@ class Backlog:
         return asdict(self)
 
 
-def backlog(store, encoder: str = "minilm", dense: bool = True) -> Backlog:
-    """The catch-up work queued in this memory (counts only: no model is loaded)."""
+def backlog(store, encoder: str = "minilm", dense: bool = True, model: str = "base") -> Backlog:
+    """The catch-up work queued in this memory (counts only: no model is loaded); `model`: the
+    consolidation's (a bundled profile or a path)."""
     from memory.events import EventStore
 
     units = 0
@@ -45,7 +47,7 @@ def backlog(store, encoder: str = "minilm", dense: bool = True) -> Backlog:
             units += store.unindexed(name, table)
     windows = EventStore(store).pending_count()
     rate = EMBED_UNITS_S.get(encoder, EMBED_UNITS_S["minilm"])
-    return Backlog(units, windows, round(units / rate, 1), round(windows * WINDOW_S, 1))
+    return Backlog(units, windows, round(units / rate, 1), round(windows * WINDOW_S.get(model, WINDOW_S["base"]), 1))
 
 
 def duration(seconds: float) -> str:

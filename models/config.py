@@ -10,7 +10,11 @@ class LlmSettings(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    model: str = Field("tiny", description="'tiny' (SmolLM2-135M), 'base' (Qwen2.5-Coder-0.5B), 'small' (Qwen2.5-Coder-1.5B) or a GGUF path.")
+    model: str = Field("base", description="'base' (Qwen2.5-Coder-0.5B: reads Chinese and English), 'tiny' (SmolLM2-135M, "
+                       "English only), 'small' (Qwen2.5-Coder-1.5B) or a GGUF path.")
+    consolidation_model: str | None = Field(
+        None, description="The model that writes the shared memory, when another than `model` (which answers and "
+        "plans): a profile or a GGUF path; None: the same one instance.")
     n_ctx: int = Field(8192, ge=512, le=262144, description="Context window in tokens.")
     n_threads: int | None = Field(None, ge=1, le=512, description="CPU threads (default: all cores).")
     n_gpu_layers: int = Field(0, ge=-1, description="Layers offloaded to a GPU; -1 offloads all.")

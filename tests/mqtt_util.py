@@ -61,6 +61,8 @@ def daemon_env(port: int, **extra: str) -> dict:
     env.update({
         "CHORUS__MQTT__HOST": "127.0.0.1", "CHORUS__MQTT__PORT": str(port),
         "CHORUS__HOUSE__TIMEZONE": "Asia/Shanghai", "CHORUS__LLM__N_CTX": "4096",
+        # the daemon's plumbing through the fastest real model; the default one answers in test_answer_base
+        "CHORUS__LLM__MODEL": "tiny",
         "CHORUS__CONSOLIDATION__INPUT_TOKENS": "600", "CHORUS__CONSOLIDATION__OUTPUT_TOKENS": "200",
         "CHORUS__CONSOLIDATION__MAX_EVENTS": "3", "CHORUS__ANSWER__CONTEXT_TOKENS": "1500",
         "CHORUS__DAEMON__CONSOLIDATE_EVERY_S": "5", "CHORUS__DAEMON__SILENCE_S": "3", "CHORUS__DAEMON__GRACE_S": "0",

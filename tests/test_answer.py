@@ -73,7 +73,7 @@ def test_answer_cites_units_and_respects_switches(crowd, clock):
                               model="m", prompt_version="v", input_hash="h", rev=0)
     llm = FakeLLM([{"requests": [{"person": "Alice", "query": "drill red box"}]},
                    {"evidence": [1, 7, 1], "choice": "B"}])
-    settings = AnswerSettings(score_threshold=0.0, merge_flat=False)  # EgoMAS's units alone
+    settings = AnswerSettings(score_threshold=0.0, merge_flat=False, planner="llm")  # EgoMAS: the model plans, its units alone
     a = Answerer(crowd, clock, settings, llm).answer(
         Query("Where is the drill?", T + 7_200_000, ("garden", "red box"), asker="A1_JAKE"))
     assert a.status == "ok" and a.choice == "B" and a.answer == "B. red box"
@@ -96,6 +96,8 @@ def test_answer_reports_a_model_failure(crowd, clock):
 def test_ask_end_to_end_through_tiny_model(slice_db, monkeypatch, capsys):
     monkeypatch.setenv("CHORUS__HOUSE__TIMEZONE", "Asia/Shanghai")
     monkeypatch.setenv("CHORUS__LLM__N_CTX", "4096")
+    monkeypatch.setenv("CHORUS__LLM__MODEL", "tiny")
+    monkeypatch.setenv("CHORUS__ANSWER__CHOOSE", "generate")  # the letter generated under its schema, with citations
     monkeypatch.setenv("CHORUS__ANSWER__CONTEXT_TOKENS", "1500")
     monkeypatch.setenv("CHORUS__LLM__TIME_LIMIT_S", "900")  # 2 cores shared with other work can be that slow
     args = ["ask", "Who used the screwdriver first?", "--option", "Tasha", "--option", "Alice", "--option", "Shure",

@@ -4,7 +4,7 @@ import pytest
 
 from assistant.answer import Answerer, answer_json, merge
 from assistant.config import AnswerSettings
-from assistant.context import english_first, fit_units, shown_lines
+from assistant.context import english_first, fit_units, named, shown_lines
 from assistant.guard import (
     NOT_FOUND,
     check_open,
@@ -72,7 +72,8 @@ def test_excerpts_are_rendered_with_their_wearer_and_english_first(clock):
     jake = unit("A1_JAKE", T + 17 * 60_000, "Jake: 好然后一个秒表\nJake: Okay, then we need a stopwatch.\n我拿着手机\nI'm holding my phone.", 2)
     _, text = fit_units([alice, jake], Query("Who used the screwdriver?", T + 3_600_000), 1000,
                         lambda s: len(s) // 4, clock.label)
-    assert "[1] Alice's view, DAY1 11:16:00-11:16:30\n我依旧在拧螺丝" in text
+    assert "[1] Alice's view, DAY1 11:16:00-11:16:30\nAlice依旧在拧螺丝" in text
+    assert "Jake is holding Jake's phone." in text  # the wearer's own line, named
     assert "[2] Jake's view, DAY1 11:17:00" in text
     assert "Okay, then we need a stopwatch." in text and "秒表" not in text and "手机" not in text
     # a Chinese line with no English twin stays; a twin of another speaker is no twin
@@ -87,9 +88,21 @@ def test_words_heard_by_several_wearers_are_shown_once_and_filler_is_bounded(clo
     q, count = Query("Where is the screwdriver?", T + 3_600_000), lambda s: len(s) // 4
     _, text = fit_units([alice, tasha, later], q, 3000, count, clock.label, once=True)
     assert text.count("Where is the screwdriver?") == 2  # once at 11:16 (Alice's, the better excerpt), once at 11:17
-    assert "I hold a box" in text
+    assert "Tasha hold a box" in text  # "I" of the wearer's own line is the wearer
     _, cut = fit_units([alice], q, 3000, count, clock.label, filler=1)
-    assert cut.splitlines()[1:] == ["I tighten a screw", "Jake: Where is the screwdriver?"]  # the match and its neighbour
+    assert cut.splitlines()[1:] == ["Alice tighten a screw", "Jake: Where is the screwdriver?"]  # the match and its neighbour
+
+
+def test_the_wearers_own_lines_name_the_wearer(clock):
+    alice = unit("A2_ALICE", T + 16 * 60_000, "我依旧在拧螺丝\nShure: 我们走吧\nI put my screwdriver on the table")
+    _, text = fit_units([alice], Query("Who tightened the screws?", T + 3_600_000), 1000, lambda s: len(s) // 4,
+                        clock.label)
+    assert "Alice依旧在拧螺丝" in text and "Alice put Alice's screwdriver on the table" in text
+    assert named("I'm holding my phone", "Jake") == "Jake is holding Jake's phone"
+    assert "Shure: 我们走吧" in text  # speech stays as it was said
+    _, plain = fit_units([alice], Query("Who tightened the screws?", T + 3_600_000), 1000, lambda s: len(s) // 4,
+                         clock.label, first_person=False)
+    assert "我依旧在拧螺丝" in plain
 
 
 def test_better_ranked_excerpts_get_more_of_the_context_and_unused_shares_pass_on(clock):

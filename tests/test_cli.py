@@ -62,6 +62,7 @@ def test_a_command_that_loads_the_model_exits_without_a_traceback(tmp_path):
     lines.write_text(json.dumps({"agent": "robot1", "start": "DAY1 11:09:43", "text": "I put the charger in the drawer"})
                      + "\n")
     env = {"CHORUS__HOUSE__TIMEZONE": "Asia/Shanghai", "CHORUS__LLM__N_CTX": "2048", "CHORUS__LLM__N_THREADS": "2",
+           "CHORUS__LLM__MODEL": "tiny", "CHORUS__ANSWER__CHOOSE": "generate",
            "CHORUS__ANSWER__CONTEXT_TOKENS": "600", "CHORUS__RETRIEVAL__DENSE": "false",
            "CHORUS__LLM__TIME_LIMIT_S": "30"}  # a reply cut short by the limit still ran the model
     assert cli("import", "jsonl", str(lines), "--db", db, env=env).returncode == 0

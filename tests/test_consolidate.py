@@ -152,7 +152,7 @@ def test_kill_during_consolidation_then_resume(slice_db, tmp_path, clock):
     db = tmp_path / "k.sqlite"
     shutil.copy(slice_db, db)
     env = dict(os.environ, CHORUS__HOUSE__TIMEZONE="Asia/Shanghai", CHORUS__CONSOLIDATION__INPUT_TOKENS="500",
-               CHORUS__CONSOLIDATION__OUTPUT_TOKENS="200", CHORUS__LLM__N_CTX="2048")
+               CHORUS__CONSOLIDATION__OUTPUT_TOKENS="200", CHORUS__LLM__N_CTX="2048", CHORUS__LLM__MODEL="tiny")
     cmd = [sys.executable, "-m", "daemon.cli", "consolidate", "--db", str(db), "--to", "DAY1 12:00", "--json"]
 
     def consolidated() -> int:

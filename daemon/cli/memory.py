@@ -89,7 +89,8 @@ def cmd_status(args) -> int:
             "agents": list(store.agents().values()),
             "first": clock.iso(first) if first else None, "last": clock.iso(last) if last else None,
             "daemon": daemon, "broker": f"{m.host or '127.0.0.1'}:{m.port}",
-            "backlog": backlog(store, settings.retrieval.encoder, settings.retrieval.dense).as_dict()}
+            "backlog": backlog(store, settings.retrieval.encoder, settings.retrieval.dense,
+                               settings.llm.consolidation_model or settings.llm.model).as_dict()}
     out(args, data, status_text(data | {"first": first and clock.label(first), "last": last and clock.label(last)}))
     return 0
 
@@ -147,7 +148,7 @@ def cmd_consolidate(args) -> int:
     start, end = parse_time(clock, args.start, "--from"), parse_time(clock, args.end, "--to")
     until = parse_time(clock, args.until, "--until") or now_ms()
     store = store_of(args, settings)
-    llm = None if args.dry_run else build.llm(settings)
+    llm = None if args.dry_run else build.llm(settings, "consolidation")
     cons = build.consolidator(settings, store, clock, llm)
 
     def show(r) -> None:
