@@ -153,56 +153,57 @@ def run_answers(
     for item in progress(items):
         q = Query(item.question, item.query_ms, () if open_mode else item.options, asker=asker)
         for name, answerer in cells.items():
-            a = answerer.answer(q)
-            units = a.gathered.units
-            row = {k: hit(units, item.targets, w) for k, w in WINDOWS.items()}
-            choice, cos = a.choice, None
-            if open_mode and embed is not None and a.answer:
-                choice, cos = nearest_option(embed, a.answer, [o for o in item.options if o])
-            picks = (a.scores or {}).get("picks", {})
-            row.update(
-                {f"{k}_ok": v == item.answer for k, v in picks.items()},
-                type=item.type, id=item.id, units=len(units), tokens=a.context_tokens, langs=languages(units),
-                accuracy=choice == item.answer, error=a.status != "ok", degenerate=a.mode == "extractive",
-                choice=choice, cosines=cos, scoring_ms=1000 * (a.scores or {}).get("seconds", 0.0),
-                mode=a.mode, guard=a.guard, answer=a.answer, reply=a.reply,
-                prompt_tokens=a.usage.prompt_tokens, completion_tokens=a.usage.completion_tokens,
-                cached_tokens=a.usage.cached_tokens,
-                latency_ms=sum(a.timings_ms.values()),
-                **{f"{s}_ms": a.timings_ms.get(s, 0.0) for s in STAGES},
-            )
-            rows[name].append(row)
-    report: dict = {"questions": len(items), "cells": {}}
-    for name, rs in rows.items():
-        entry = summarize(rs)
-        entry["accuracy"] = round(100 * float(np.mean([r["accuracy"] for r in rs])), 1)
-        entry["accuracy_ci95"] = wilson(sum(r["accuracy"] for r in rs), len(rs))
-        entry["errors"] = int(sum(r["error"] for r in rs))
-        entry["degenerate"] = int(sum(r["degenerate"] for r in rs))
-        entry["modes"] = dict(Counter(r["mode"] for r in rs))
-        for k in ("letter_ok", "likelihood_ok", "pmi_ok"):  # multiple choice by scoring: both readings of one pass
-            if k in rs[0]:
-                entry[k[:-3] + "_accuracy"] = round(100 * float(np.mean([r[k] for r in rs])), 1)
-        if "letter_ok" in rs[0]:
-            entry["scoring_ms_p50"] = round(float(np.percentile([r["scoring_ms"] for r in rs], 50)), 1)
-        entry["answers_per_hour"] = round(3_600_000 / max(1.0, float(np.mean([r["latency_ms"] for r in rs]))), 1)
-        entry["excerpts_with"] = {lang: round(float(np.mean([r["langs"][lang] for r in rs])), 2) for lang in ("zh", "en")}
-        entry["answers"] = [{"id": r["id"], "mode": r["mode"], "guard": r["guard"], "answer": r["answer"],
-                             "choice": r["choice"], "gold": next(i.answer for i in items if i.id == r["id"]),
-                             "cosines": r["cosines"], "model_reply": r["reply"]} for r in rs]
-        for k in ("prompt_tokens", "completion_tokens", "cached_tokens"):
-            entry[k] = round(float(np.mean([r[k] for r in rs])), 1)
-        entry["stage_ms_p50"] = {s: round(float(np.percentile([r[f"{s}_ms"] for r in rs], 50)), 1) for s in STAGES}
-        entry["stage_ms_p95"] = {s: round(float(np.percentile([r[f"{s}_ms"] for r in rs], 95)), 1) for s in STAGES}
-        by_type = defaultdict(list)
-        for r in rs:
-            by_type[r["type"]].append(r)
-        entry["by_type"] = {
-            t: summarize(v) | {"accuracy": round(100 * float(np.mean([r["accuracy"] for r in v])), 1)}
-            for t, v in sorted(by_type.items())
-        }
-        report["cells"][name] = entry
-    return report
+            rows[name].append(_answer_row(item, answerer.answer(q), embed if open_mode else None))
+    return {"questions": len(items), "cells": {name: _answer_entry(rs) for name, rs in rows.items()}}
+
+
+def _answer_row(item: QAItem, a, embed) -> dict:
+    units = a.gathered.units
+    row = {k: hit(units, item.targets, w) for k, w in WINDOWS.items()}
+    choice, cos = a.choice, None
+    if embed is not None and a.answer:
+        choice, cos = nearest_option(embed, a.answer, [o for o in item.options if o])
+    picks = (a.scores or {}).get("picks", {})
+    row.update(
+        {f"{k}_ok": v == item.answer for k, v in picks.items()},
+        type=item.type, id=item.id, gold=item.answer, units=len(units), tokens=a.context_tokens,
+        langs=languages(units), accuracy=choice == item.answer, error=a.status != "ok",
+        degenerate=a.mode == "extractive", choice=choice, cosines=cos,
+        scoring_ms=1000 * (a.scores or {}).get("seconds", 0.0), mode=a.mode, guard=a.guard, answer=a.answer,
+        reply=a.reply, prompt_tokens=a.usage.prompt_tokens, completion_tokens=a.usage.completion_tokens,
+        cached_tokens=a.usage.cached_tokens, latency_ms=sum(a.timings_ms.values()),
+        **{f"{s}_ms": a.timings_ms.get(s, 0.0) for s in STAGES},
+    )
+    return row
+
+
+def _answer_entry(rs: list[dict]) -> dict:
+    """One cell's figures from its rows."""
+    def pct(key: str, xs=rs) -> float:
+        return round(100 * float(np.mean([r[key] for r in xs])), 1)
+
+    entry = summarize(rs)
+    entry.update(accuracy=pct("accuracy"), accuracy_ci95=wilson(sum(r["accuracy"] for r in rs), len(rs)),
+                 errors=int(sum(r["error"] for r in rs)), degenerate=int(sum(r["degenerate"] for r in rs)),
+                 modes=dict(Counter(r["mode"] for r in rs)))
+    for k in ("letter_ok", "likelihood_ok", "pmi_ok"):  # multiple choice by scoring: the readings of one pass
+        if k in rs[0]:
+            entry[k[:-3] + "_accuracy"] = pct(k)
+    if "letter_ok" in rs[0]:
+        entry["scoring_ms_p50"] = round(float(np.percentile([r["scoring_ms"] for r in rs], 50)), 1)
+    entry["answers_per_hour"] = round(3_600_000 / max(1.0, float(np.mean([r["latency_ms"] for r in rs]))), 1)
+    entry["excerpts_with"] = {lang: round(float(np.mean([r["langs"][lang] for r in rs])), 2) for lang in ("zh", "en")}
+    entry["answers"] = [{k: r[k] for k in ("id", "mode", "guard", "answer", "choice", "gold", "cosines")}
+                        | {"model_reply": r["reply"]} for r in rs]
+    for k in ("prompt_tokens", "completion_tokens", "cached_tokens"):
+        entry[k] = round(float(np.mean([r[k] for r in rs])), 1)
+    for q in (50, 95):
+        entry[f"stage_ms_p{q}"] = {s: round(float(np.percentile([r[f"{s}_ms"] for r in rs], q)), 1) for s in STAGES}
+    by_type = defaultdict(list)
+    for r in rs:
+        by_type[r["type"]].append(r)
+    entry["by_type"] = {t: summarize(v) | {"accuracy": pct("accuracy", v)} for t, v in sorted(by_type.items())}
+    return entry
 
 
 def wilson(k: int, n: int, z: float = 1.96) -> list[float]:

@@ -212,3 +212,33 @@ def test_a_made_up_answer_becomes_a_non_answer(clock):
     assert (r.mode, r.text) == ("model", "Katrina wanted pizza.")
     r = check_open("Someone rode it at some time.", Query("Who ordered the pizza?", T), units, [], PROMPT, clock.label)
     assert (r.mode, r.guard) == ("extractive", "nothing from the evidence") and "order pizza" in r.text
+
+
+def test_the_answer_benchmark_counts_accuracy_modes_and_the_open_scorer(house, clock):
+    from assistant.bench import run_answers
+    from assistant.egolifeqa import QAItem
+
+    t = clock.parse("DAY1 11:06:00")
+    items = [QAItem(f"q#{i}", "EntityLog", "Who tightened the shelf screws?", ("Tasha", "Alice", "Shure", "Lucia"),
+                    gold, t + 600_000, (t,), "test") for i, gold in enumerate("BC")]
+    settings = AnswerSettings(planner="rule", shared_top_n=0)
+    cells = {"flat": Answerer(house, clock, settings, FakeLLM([{"evidence": [1], "choice": "B"}]), shared=False,
+                              dynamic=False)}
+    r = run_answers(items, cells, clock, asker="A1_JAKE")["cells"]["flat"]
+    assert r["accuracy"] == 50.0 and r["accuracy_ci95"][0] < 50.0 < r["accuracy_ci95"][1] and r["n"] == 2
+    assert r["modes"] == {"model": 2} and r["degenerate"] == 0 and r["hit@0"] == 100.0
+    assert [a["gold"] for a in r["answers"]] == ["B", "C"] and r["answers_per_hour"] > 0
+    assert set(r["stage_ms_p95"]) == {"shared", "planning", "retrieval", "answering"}
+    # open: the free answer is scored by the option nearest to it (a stand-in encoder: one axis per name)
+    names = ["tasha", "alice", "shure", "lucia"]
+
+    def embed(texts):
+        import numpy as np
+
+        return np.array([[float(n in t.lower()) for n in names] + [0.1] for t in texts])
+
+    cells = {"flat": Answerer(house, clock, settings, FakeLLM([{"evidence": [1], "answer": "Alice did, at 11:06."}]),
+                              shared=False, dynamic=False)}
+    r = run_answers(items, cells, clock, asker="A1_JAKE", open_mode=True, embed=embed)["cells"]["flat"]
+    assert [a["choice"] for a in r["answers"]] == ["B", "B"] and r["accuracy"] == 50.0
+    assert r["answers"][0]["cosines"][1] == max(r["answers"][0]["cosines"])
