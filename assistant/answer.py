@@ -68,7 +68,7 @@ class Answer:
     mode: str = MODEL  # model | extractive (the reply was unusable) | not_found
     guard: str | None = None  # why the model's reply was not shown as it was
     reply: str | None = None  # the model's own words when they were not shown
-    scores: dict | None = None  # multiple choice by scoring: {"letter": [...], "likelihood": [...], picks}
+    scores: dict | None = None  # multiple choice by scoring: each reading's log-probabilities, picks, seconds
 
 
 class Answerer:
@@ -183,7 +183,7 @@ class Answerer:
               both: bool = False) -> Reply:
         """Multiple choice without generating: the options scored after the evidence (`models.scoring`);
         the evidence shown with it is the excerpts that share most words with the chosen option.
-        `both`: both readings (the benchmark's comparison; the prompt is then in the model's state for
+        `both`: every reading (the benchmark's comparison; the prompt is then in the model's state for
         the generation that follows)."""
         options = [q.options[LETTERS.index(c)] for c in choices]
         try:

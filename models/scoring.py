@@ -1,11 +1,12 @@
 """Multiple choice by likelihood: the model reads the prompt once and the options are scored,
 nothing is generated.
 
-After the prompt and the start of the reply (e.g. "Answer:"), two readings of the same state:
+After the prompt and the start of the reply (e.g. "Answer:"), three readings of the same state:
 - `letters`: the log-probability of each letter as the next token (" A", " B", ...), one
   forward pass for all options;
-- `options`: the mean log-probability of each option's own words (" Alice"), one token at a time
-  from the same state, so that an option is judged by what it says and not by its letter;
+- `options`: the mean log-probability of each option's own words (" Alice"), each option's tokens
+  in one batch from the same state (with every position's logits), so that an option is judged by
+  what it says and not by its letter;
 - `pmi`: the same words' total log-probability minus theirs after a prompt with no evidence and
   no question (the same system message, then `prefix`): what the evidence adds to each option,
   so that a short or common option does not win by being likely anywhere (Holtzman et al. 2021,
