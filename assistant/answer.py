@@ -12,6 +12,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
+import numpy as np
+
 from assistant.agentwise import MemorySearch
 from assistant.config import AnswerSettings, SearchSettings
 from assistant.context import fit_units
@@ -151,16 +153,17 @@ class Answerer:
         """The model's reply under the schema, checked: an open answer that degenerates is replaced
         by an extractive one, one that the evidence does not bear out by "I don't find this"."""
         s = self.settings
-        asker = (f"The asker is {person_name(q.asker)}: 'I', 'me', 'my' in the question mean "
-                 f"{person_name(q.asker)}.\n") if q.asker else ""
-        options = "".join(f"\n{LETTERS[i]}. {q.options[i]}" for i in range(len(choices)))
-        ask = f"{asker}Question (asked at {self.clock.label(q.as_of_ms)}): {q.question}{options}\n" + (
-            ANSWER_CHOICE if choices else ANSWER_OPEN)
         system = ANSWER_SYSTEM  # the fixed head first (the prompt cache keeps it); all that varies after
-        messages = [{"role": "system", "content": system}, {"role": "user", "content": f"{context}\n\n{ask}"}]
+        ask = self.ask(q, tuple(range(len(choices))))
+
+        def messages_for(order: tuple[int, ...]) -> list[dict]:
+            return [{"role": "system", "content": system},
+                    {"role": "user", "content": f"{context}\n\n{self.ask(q, order)}"}]
+
+        messages = messages_for(tuple(range(len(choices))))
         if choices and s.choose != "generate":
-            return self.score(q, units, messages, choices, usage)
-        scored = self.score(q, units, messages, choices, usage, both=True) if choices and self.also_score else None
+            return self.score(q, units, messages_for, choices, usage)
+        scored = self.score(q, units, messages_for, choices, usage, both=True) if choices and self.also_score else None
         try:
             reply, u = self.llm.json(messages, answer_schema(len(units), choices, s.answer_chars),
                                      max_tokens=s.answer_tokens, priority=HIGH, repeat_penalty=s.repeat_penalty,
@@ -179,26 +182,41 @@ class Answerer:
                          scores=scored.scores if scored else None)
         return check_open(reply.answer, q, units, cites, f"{system}\n{ask}", self.clock.label)
 
-    def score(self, q: Query, units: list[Unit], messages: list[dict], choices: tuple[str, ...], usage: Usage,
-              both: bool = False) -> Reply:
+    def ask(self, q: Query, order: tuple[int, ...]) -> str:
+        """The question as the model reads it, the options listed in `order` (indices of q.options)."""
+        asker = (f"The asker is {person_name(q.asker)}: 'I', 'me', 'my' in the question mean "
+                 f"{person_name(q.asker)}.\n") if q.asker else ""
+        options = "".join(f"\n{LETTERS[k]}. {q.options[i]}" for k, i in enumerate(order))
+        return f"{asker}Question (asked at {self.clock.label(q.as_of_ms)}): {q.question}{options}\n" + (
+            ANSWER_CHOICE if order else ANSWER_OPEN)
+
+    def score(self, q: Query, units: list[Unit], messages_for: Callable[[tuple[int, ...]], list[dict]],
+              choices: tuple[str, ...], usage: Usage, both: bool = False) -> Reply:
         """Multiple choice without generating: the options scored after the evidence (`models.scoring`);
         the evidence shown with it is the excerpts that share most words with the chosen option.
         `both`: every reading (the benchmark's comparison; the prompt is then in the model's state for
         the generation that follows)."""
+        choose, n = self.settings.choose, len(choices)
         options = [q.options[LETTERS.index(c)] for c in choices]
         try:
-            sc, u = score_choices(self.llm, messages, ANSWER_PREFIX, list(choices), options,
-                                  with_options=both or self.settings.choose != "letter")
+            sc, u = score_choices(self.llm, messages_for(tuple(range(n))), ANSWER_PREFIX, list(choices), options,
+                                  with_options=both or choose not in ("letter", "cyclic"))
+            # after: the prompt is in the model's state, only the options are read again
+            cyclic = cyclic_letters(self.llm, messages_for, n) if both or choose == "cyclic" else None
         except ModelError as e:
             return Reply("", status="error", error=str(e))
         if not both:  # the comparison's pass is reported apart (its seconds in `scores`)
             usage.add(u)
         picks = {by: choices[sc.pick(by)] for by in ("letter", "likelihood", "pmi") if by == "letter" or sc.options}
+        if cyclic is not None:
+            picks["cyclic"] = choices[int(np.argmax(cyclic[0]))]
+            u.seconds += cyclic[1]
         c = picks.get(self.settings.choose, picks["letter"])
         option = q.options[LETTERS.index(c)]
         return Reply(f"{c}. {option}", c, supporting(units, option + " " + q.question),
                      scores={"letter": sc.letters, "likelihood": sc.options, "pmi": sc.pmi, "picks": picks,
-                             "seconds": round(u.seconds, 3)})
+                             "cyclic": cyclic[0] if cyclic else None,
+                             "cyclic_seconds": round(cyclic[1], 3) if cyclic else None, "seconds": round(u.seconds, 3)})
 
     def names(self) -> set[str]:
         return {t for a in self.search.agents() for t in query_tokens(person_name(a))}
@@ -207,6 +225,25 @@ class Answerer:
         s = self.settings
         return fit_units(units, q, budget, count, self.clock.label, s.filler_lines, s.speech_once, s.rank_decay,
                          s.name_wearer)
+
+
+def cyclic_letters(llm: LocalLLM, messages_for: Callable[[tuple[int, ...]], list[dict]], n: int
+                   ) -> tuple[list[float], float]:
+    """Each option's letter probability averaged over the n cyclic orders of the options (each option
+    is read once under every letter), so that a small model's leaning towards "A" cancels out; the
+    later orders re-read only the options and what follows them (the evidence stays in the model's
+    state). The last order read is the given one, left in the state for a generation that follows.
+    Returns (each option's mean log-probability among the letters, seconds)."""
+    total, seconds = np.zeros(n), 0.0
+    for shift in (*range(1, n), 0):
+        order = tuple((k + shift) % n for k in range(n))
+        sc, u = score_choices(llm, messages_for(order), ANSWER_PREFIX, list(LETTERS[:n]), [], with_options=False)
+        lp = np.asarray(sc.letters, dtype=np.float64)
+        lp = lp - lp.max() - np.log(np.exp(lp - lp.max()).sum())  # among the n letters
+        for k, i in enumerate(order):
+            total[i] += lp[k] / n
+        seconds += u.seconds
+    return [round(float(x), 4) for x in total], seconds
 
 
 def supporting(units: list[Unit], text: str, most: int = 3) -> list[int]:

@@ -186,7 +186,7 @@ def _answer_entry(rs: list[dict]) -> dict:
     entry.update(accuracy=pct("accuracy"), accuracy_ci95=wilson(sum(r["accuracy"] for r in rs), len(rs)),
                  errors=int(sum(r["error"] for r in rs)), degenerate=int(sum(r["degenerate"] for r in rs)),
                  modes=dict(Counter(r["mode"] for r in rs)))
-    for k in ("letter_ok", "likelihood_ok", "pmi_ok"):  # multiple choice by scoring: the readings of one pass
+    for k in ("letter_ok", "cyclic_ok", "likelihood_ok", "pmi_ok"):  # multiple choice by scoring: the readings of one pass
         if k in rs[0]:
             entry[k[:-3] + "_accuracy"] = pct(k)
     if "letter_ok" in rs[0]:
@@ -219,7 +219,7 @@ def wilson(k: int, n: int, z: float = 1.96) -> list[float]:
 def answer_table(report: dict) -> str:
     cols = ["accuracy", "accuracy_ci95", "degenerate", "hit@0", "hit@30s", "hit@5min", "units", "tokens", "latency_ms_p50",
             "answers_per_hour"]
-    cols += [c for c in ("letter_accuracy", "likelihood_accuracy", "pmi_accuracy") if any(c in r for r in report["cells"].values())]
+    cols += [c for c in ("letter_accuracy", "cyclic_accuracy", "likelihood_accuracy", "pmi_accuracy") if any(c in r for r in report["cells"].values())]
     lines = [f"{report['questions']} questions, model {report.get('model')}",
              f"{'cell':28}" + "".join(f"{c:>15}" for c in cols) + "   stage p50 ms"]
     for name, r in report["cells"].items():

@@ -36,9 +36,11 @@ class AnswerSettings(BaseModel):
     planner: Literal["llm", "rule"] = Field(
         "rule", description="Who picks agents and sub-queries: 'rule' (the names in the question, its options and the "
         "events, and the asker for 'I'; no model call) or 'llm' (one more prompt for the model to read).")
-    choose: Literal["generate", "letter", "likelihood", "pmi"] = Field(
+    choose: Literal["generate", "letter", "cyclic", "likelihood", "pmi"] = Field(
         "generate", description="Multiple choice: generate the letter under the schema (with citations), or score "
-        "the options without generating: 'letter' (the letters' probability as the next token), 'likelihood' "
+        "the options without generating: 'letter' (the letters' probability as the next token), 'cyclic' (the "
+        "same averaged over the options' cyclic orders, which cancels a leaning towards the first letter), "
+        "'likelihood' "
         "(the mean log-probability of each option's words), 'pmi' (their log-probability less that without the "
         "evidence).")
     max_requests: int = Field(6, ge=1, le=20, description="Most agent requests a plan may make.")

@@ -181,4 +181,13 @@ def check_open(raw: str, q: Query, units: list[Unit], cites: list[int], prompt: 
     if not from_evidence:
         return Reply(extractive(units, q, label, found=False), None, cites, NOT_FOUND_MODE, "not in the evidence",
                      raw=raw)
-    return Reply(two_sentences(text), None, cites)
+    return Reply(with_source(two_sentences(text), cited, q, label), None, cites)
+
+
+def with_source(text: str, cited: list[Unit], q: Query, label: Callable[[int], str], terse: int = 6) -> str:
+    """A terse answer that names no time ("Jake", "Katrina wanted pizza": `terse` words or fewer, no
+    digit) completed with who saw it and when, from the first cited excerpt: "Jake (Alice's view,
+    DAY1 11:16: ...)."; any other as it is."""
+    if len(tokens(text)) > terse or re.search(r"\d", text) or not cited:
+        return text
+    return f"{text.rstrip(' .。')} ({cite_line(cited[0], q, label)})."

@@ -72,7 +72,7 @@ def llm(settings: Settings, role: str = "answer"):
     name = s.consolidation_model if role == "consolidation" and s.consolidation_model else s.model
     return shared_llm(
         resolve(name), n_ctx=s.n_ctx, n_threads=s.n_threads, n_gpu_layers=s.n_gpu_layers, seed=s.seed,
-        temperature=s.temperature, time_limit_s=s.time_limit_s, chat_format=s.chat_format,
+        temperature=s.temperature, time_limit_s=s.time_limit_s, chat_format=s.chat_format, flash_attn=s.flash_attn,
     )
 
 

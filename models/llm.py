@@ -106,7 +106,7 @@ class LocalLLM:
     def __init__(
         self, path: str | Path, *, n_ctx: int = 8192, n_threads: int | None = None, n_gpu_layers: int = 0,
         seed: int = 0, temperature: float = 0.0, time_limit_s: float = 180.0, chat_format: str | None = None,
-        repeat_penalty: float = 1.1,
+        repeat_penalty: float = 1.1, flash_attn: bool = False,
     ):
         from llama_cpp import Llama  # heavy: only when a model is wanted
 
@@ -115,7 +115,7 @@ class LocalLLM:
         try:
             self.llama = Llama(
                 model_path=str(self.path), n_ctx=n_ctx, n_threads=n_threads or os.cpu_count(),
-                n_gpu_layers=n_gpu_layers, seed=seed, chat_format=chat_format, verbose=False,
+                n_gpu_layers=n_gpu_layers, seed=seed, chat_format=chat_format, verbose=False, flash_attn=flash_attn,
             )
         except (ValueError, RuntimeError) as e:
             raise ModelError(f"cannot load {self.path}: {e}") from None

@@ -209,7 +209,11 @@ def test_a_made_up_answer_becomes_a_non_answer(clock):
     r = check_open("Jake rode the bicycle to the zoo.", q, units, [1], PROMPT, clock.label)
     assert (r.mode, r.guard) == ("not_found", "not in the evidence") and r.text.startswith(NOT_FOUND)
     r = check_open("Katrina wanted pizza.", q, units, [1], PROMPT, clock.label)
-    assert (r.mode, r.text) == ("model", "Katrina wanted pizza.")
+    # terse and without a time: completed with whose view and when it comes from
+    assert (r.mode, r.text) == ("model", "Katrina wanted pizza (Jake's view, DAY1 11:00: Katrina: Let's order pizza "
+                                         "for dinner).")
+    r = check_open("Katrina wanted pizza at 11:10 on DAY1.", q, units, [1], PROMPT, clock.label)
+    assert r.text == "Katrina wanted pizza at 11:10 on DAY1."
     r = check_open("Someone rode it at some time.", Query("Who ordered the pizza?", T), units, [], PROMPT, clock.label)
     assert (r.mode, r.guard) == ("extractive", "nothing from the evidence") and "order pizza" in r.text
 

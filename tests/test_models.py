@@ -51,6 +51,35 @@ def test_joined_models_are_assembled_once_and_checked(monkeypatch, tmp_path):
     assert bundled.BASE.parts == 6 and "base" in bundled.PROFILES
 
 
+def test_a_file_llama_cpp_cannot_repack_is_used_as_shipped(monkeypatch, tmp_path, caplog):
+    import hashlib
+
+    (tmp_path / "p1" / "data").mkdir(parents=True)
+    (tmp_path / "p1" / "data" / "part01.bin").write_bytes(b"GGUF not really")
+    monkeypatch.setattr(bundled, "package_dir", {"odd_part1": tmp_path / "p1"}.get)
+    monkeypatch.setenv("CHORUS_MODEL_CACHE", str(tmp_path / "cache"))
+    odd = bundled.Joined("odd", "odd.gguf", hashlib.sha256(b"GGUF not really").hexdigest(), "odd_part", 1, "odd",
+                         repack="q8_0")
+    with caplog.at_level("WARNING"):
+        got = bundled.joined(odd)
+    assert got.name == "odd.gguf" and got.read_bytes() == b"GGUF not really"
+    assert "could not repack the odd model" in caplog.text
+    assert not list((tmp_path / "cache").glob("*.tmp*")) and not (tmp_path / "cache" / "odd.q8_0.gguf").exists()
+
+
+def test_the_base_model_is_repacked_once_as_q8_0():
+    """Its q5_0 weights rewritten as Q8_0 (read faster by llama.cpp on x86): the file in use is
+    the repacked one, and it loads as a Q8_0 model of the same network."""
+    from llama_cpp import Llama
+
+    path = bundled.base()
+    assert path.name.endswith(".q8_0.gguf") and path.with_suffix(".ok").read_text().split() == [
+        bundled.BASE.sha256, "q8_0"]
+    assert bundled.base() == path  # made once, then reused
+    llm = Llama(model_path=str(path), n_ctx=64, verbose=False, vocab_only=True)
+    assert llm.metadata["general.file_type"] == "7" and llm.metadata["qwen2.block_count"] == "24"
+
+
 def test_gate_serves_waiting_questions_before_background_work():
     gate = PriorityGate()
     order = []

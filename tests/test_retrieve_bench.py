@@ -137,3 +137,29 @@ def test_status_reports_the_memory_without_a_broker(house, slice_db, capsys, mon
     assert got["counts"]["agents"] == 3 and got["counts"]["observations"] > 10_000
     assert got["windows_pending"] > 0 and got["daemon"] is None
     assert got["first"].startswith("2025-01-01T11:")
+
+
+def test_a_question_does_not_wait_for_a_long_backlog(house, egolife, clock, tmp_path, capsys, monkeypatch):
+    """An imported hour has more units than a question may embed inline: `chorus retrieve` searches
+    them by their words at once, says so, and leaves the embedding to `chorus index`."""
+    import assistant.hybrid
+    from daemon.recordings import import_egolife
+
+    db = tmp_path / "hour.sqlite"
+    s = Store(db)
+    import_egolife(s, egolife / "EgoLifeCap", clock, days={1}, agents={"A1_JAKE"},
+                   progress=lambda fs: [f for f in fs if f.hour == 11])
+    s.close()
+    monkeypatch.setattr(assistant.hybrid, "INLINE_EMBED", 20)
+    assert main(["retrieve", "screwdriver", "--as-of", "DAY1 12:00", "--db", str(db), "--json"]) == 0
+    got = capsys.readouterr()
+    assert "have no vectors yet" in got.err and "chorus index" in got.err
+    units = json.loads(got.out)["units"]
+    assert units and any("screwdriver" in u["text"].lower() for u in units)
+    s = Store(db, readonly=True)
+    assert s.db.execute("SELECT COUNT(*) FROM vec_segments").fetchone()[0] == 0
+    s.close()
+    assert main(["index", "--db", str(db)]) == 0  # embeds the backlog; the next question has no note
+    capsys.readouterr()
+    assert main(["retrieve", "screwdriver", "--as-of", "DAY1 12:00", "--db", str(db), "--json"]) == 0
+    assert "no vectors yet" not in capsys.readouterr().err

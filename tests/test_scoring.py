@@ -79,7 +79,31 @@ def test_the_answerer_chooses_by_scoring_and_shows_the_excerpts_behind_the_choic
                               tiny_llm, budget=5, search=SearchSettings(dense=False))
         generating.also_score = True  # the benchmark's comparison: both readings, then the generation
         a = generating.answer(q)
-        assert a.status == "ok" and a.usage.completion_tokens > 0 and set(a.scores["picks"]) == {"letter", "likelihood", "pmi"}
+        assert a.status == "ok" and a.usage.completion_tokens > 0 and set(a.scores["picks"]) == {
+            "letter", "cyclic", "likelihood", "pmi"}
+    finally:
+        store.close()
+
+
+def test_cyclic_scores_do_not_depend_on_the_order_the_options_are_given_in(slice_db, clock, tiny_llm):
+    """`choose = "cyclic"`: each option read under every letter; the same options given in a
+    rotated order get the same scores, so the pick cannot follow the first letter."""
+    store = Store(slice_db)
+    try:
+        settings = AnswerSettings(planner="rule", context_tokens=600, shared_top_n=0, choose="cyclic")
+        answerer = Answerer(store, clock, settings, tiny_llm, budget=3, search=SearchSettings(dense=False))
+        names = ("Tasha", "Alice", "Shure", "Lucia")
+        by_order = []
+        for shift in (0, 1):
+            opts = names[shift:] + names[:shift]
+            a = answerer.answer(Query("Who was tightening screws?", clock.parse("DAY1 11:21:02"), opts))
+            assert a.status == "ok" and a.usage.completion_tokens == 0 and a.scores["picks"]["cyclic"] == a.choice
+            assert len(a.scores["cyclic"]) == 4 and sum(math.exp(x) for x in a.scores["cyclic"]) <= 1.0 + 1e-6
+            by_order.append((dict(zip(opts, a.scores["cyclic"], strict=True)), a.answer[3:]))
+        (first, pick1), (second, pick2) = by_order
+        assert pick1 == pick2  # the same person, whatever letter they were given
+        for name in names:
+            assert first[name] == pytest.approx(second[name], abs=0.05)
     finally:
         store.close()
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import daemon.cli.options as options
 from daemon.cli.options import Command
-from daemon.cli.support import retrievers_for, settings_of, store_of
+from daemon.cli.support import question_retrievers, settings_of, store_of
 
 HISTORY = Path(os.environ.get("CHORUS_HISTORY", Path.home() / ".chorus_history"))
 
@@ -121,7 +121,7 @@ def local_asker(args, settings, clock, asker: str | None):
     from daemon import build
 
     store = store_of(args, settings)
-    answerer = build.answerer(settings, store, clock, build.llm(settings), retrievers_for(store, clock, settings))
+    answerer = build.answerer(settings, store, clock, build.llm(settings), question_retrievers(store, clock, settings))
 
     def ask_local(question, choices):
         now = int(time.time() * 1000)

@@ -7,7 +7,7 @@ import argparse
 
 import daemon.cli.options as options
 from daemon.cli.options import Command
-from daemon.cli.support import UserError, out, parse_time, retrievers_for, settings_of, store_of
+from daemon.cli.support import UserError, out, parse_time, question_retrievers, settings_of, store_of
 
 
 def query_of(args, settings, as_of: int, budget: int):
@@ -41,10 +41,10 @@ def cmd_retrieve(args) -> int:
     q = query_of(args, settings, as_of, budget)
     if args.planner:
         llm = build.llm(settings) if args.planner == "llm" else None
-        got = build.answerer(settings, store, clock, llm, retrievers_for(store, clock, settings), budget=budget,
+        got = build.answerer(settings, store, clock, llm, question_retrievers(store, clock, settings), budget=budget,
                              planner=args.planner).gather(q)
     else:
-        got = retrievers_for(store, clock, settings).make("default").retrieve(q)
+        got = question_retrievers(store, clock, settings).make("default").retrieve(q)
     units = [
         {"agent": u.agent, "start": clock.iso(u.start_ms), "end": clock.iso(u.end_ms),
          "start_ms": u.start_ms, "end_ms": u.end_ms, "text": u.text, "ids": list(u.obs_ids),
@@ -91,7 +91,7 @@ def cmd_ask(args) -> int:
     store = store_of(args, settings)
     llm = build.llm(settings)
     q = query_of(args, settings, as_of, settings.retrieval.budget)
-    a = build.answerer(settings, store, clock, llm, retrievers_for(store, clock, settings),
+    a = build.answerer(settings, store, clock, llm, question_retrievers(store, clock, settings),
                        planner=args.planner).answer(q)
     data = answer_json(a, clock, as_of)
     lines = [f"{a.answer or '(no answer)'}" + (f"   [error: {a.error}]" if a.error else "")]

@@ -59,6 +59,32 @@ def retrievers_for(store, clock, settings, *, reset: bool = False, encoders: tup
     besides the configured one); a backlog of units to embed (the first run after an import)
     shows a progress bar. Without `embed`, vectors stay as they are (units not embedded yet
     have none)."""
+    if not embed:
+        from daemon import build
+
+        r = build.retrievers(store, clock, settings)
+        r.index.refresh()
+        return r
+    return _embedded(store, clock, settings, reset, encoders)
+
+
+def question_retrievers(store, clock, settings):
+    """The retrievers for one question asked on the command line: a short backlog of units to
+    embed is embedded inline (the hybrid search does it), a long one (the first question after an
+    import) is left to `chorus index` or the daemon, and said once: those units are searched by
+    their words until then, so the question does not wait minutes behind the backlog."""
+    from assistant.hybrid import INLINE_EMBED
+
+    r = retrievers_for(store, clock, settings, embed=False)
+    if r.dense_ok():
+        waiting = sum(vi.pending() for vi in (r.vectors()[0], r.event_vectors()))
+        if waiting > INLINE_EMBED:
+            print(f"note: {waiting:,} units have no vectors yet; they are searched by their words until "
+                  "`chorus index` (or the running daemon) embeds them", file=sys.stderr)
+    return r
+
+
+def _embedded(store, clock, settings, reset: bool, encoders: tuple[str, ...]):
     from tqdm import tqdm
 
     from daemon import build
@@ -72,10 +98,7 @@ def retrievers_for(store, clock, settings, *, reset: bool = False, encoders: tup
         t = tqdm(total=total, desc=f"embedding {name}", unit="unit", file=sys.stderr, disable=None if total else True)
         return t.update
 
-    if embed:
-        r.prepare(bar, encoders=encoders)
-    else:
-        r.index.refresh()
+    r.prepare(bar, encoders=encoders)
     return r
 
 
