@@ -161,9 +161,10 @@ class Answerer:
                     {"role": "user", "content": f"{context}\n\n{self.ask(q, order)}"}]
 
         messages = messages_for(tuple(range(len(choices))))
-        if choices and s.choose != "generate":
+        scoring = bool(choices) and can_score(self.llm)
+        if scoring and s.choose != "generate":
             return self.score(q, units, messages_for, choices, usage)
-        scored = self.score(q, units, messages_for, choices, usage, both=True) if choices and self.also_score else None
+        scored = self.score(q, units, messages_for, choices, usage, both=True) if scoring and self.also_score else None
         try:
             reply, u = self.llm.json(messages, answer_schema(len(units), choices, s.answer_chars),
                                      max_tokens=s.answer_tokens, priority=HIGH, repeat_penalty=s.repeat_penalty,
@@ -202,7 +203,7 @@ class Answerer:
             sc, u = score_choices(self.llm, messages_for(tuple(range(n))), ANSWER_PREFIX, list(choices), options,
                                   with_options=both or choose not in ("letter", "cyclic"))
             # after: the prompt is in the model's state, only the options are read again
-            cyclic = cyclic_letters(self.llm, messages_for, n) if both or choose == "cyclic" else None
+            cyclic = cyclic_letters(self.llm, messages_for, n, sc.letters) if both or choose == "cyclic" else None
         except ModelError as e:
             return Reply("", status="error", error=str(e))
         if not both:  # the comparison's pass is reported apart (its seconds in `scores`)
@@ -227,22 +228,31 @@ class Answerer:
                          s.name_wearer)
 
 
-def cyclic_letters(llm: LocalLLM, messages_for: Callable[[tuple[int, ...]], list[dict]], n: int
-                   ) -> tuple[list[float], float]:
+def can_score(llm) -> bool:
+    """Whether the model's prompts are rendered here (its own chat template), as scoring needs;
+    another (a `chat_format` set by hand, a scripted stand-in) generates the letter instead."""
+    prompts = getattr(llm, "prompts", None)
+    return bool(prompts is not None and prompts.enabled)
+
+
+def cyclic_letters(llm: LocalLLM, messages_for: Callable[[tuple[int, ...]], list[dict]], n: int,
+                   given: list[float]) -> tuple[list[float], float]:
     """Each option's letter probability averaged over the n cyclic orders of the options (each option
-    is read once under every letter), so that a small model's leaning towards "A" cancels out; the
-    later orders re-read only the options and what follows them (the evidence stays in the model's
-    state). The last order read is the given one, left in the state for a generation that follows.
+    is read once under every letter), so that a small model's leaning towards "A" cancels out.
+    `given`: the letters' log-probabilities in the given order, already read; the other orders
+    re-read only the options and what follows them (the evidence stays in the model's state).
     Returns (each option's mean log-probability among the letters, seconds)."""
     total, seconds = np.zeros(n), 0.0
-    for shift in (*range(1, n), 0):
+    for shift in range(n):
         order = tuple((k + shift) % n for k in range(n))
-        sc, u = score_choices(llm, messages_for(order), ANSWER_PREFIX, list(LETTERS[:n]), [], with_options=False)
-        lp = np.asarray(sc.letters, dtype=np.float64)
+        if shift:
+            sc, u = score_choices(llm, messages_for(order), ANSWER_PREFIX, list(LETTERS[:n]), [], with_options=False)
+            lp, seconds = np.asarray(sc.letters, dtype=np.float64), seconds + u.seconds
+        else:
+            lp = np.asarray(given[:n], dtype=np.float64)
         lp = lp - lp.max() - np.log(np.exp(lp - lp.max()).sum())  # among the n letters
         for k, i in enumerate(order):
             total[i] += lp[k] / n
-        seconds += u.seconds
     return [round(float(x), 4) for x in total], seconds
 
 

@@ -32,9 +32,10 @@ def test_chinese_first_person_lines_answer_an_english_question(tmp_path, clock, 
     try:
         t = clock.parse("DAY1 11:16:00")
         store.add([Observation(agent, "caption", t, t + 4000, text, lang="zh") for agent, text in LINES.items()])
-        # the letter scored (`choose = "letter"`): generated under the schema, base takes the first option
-        # here (Tasha), with or without the lines named (README, "Answers: the models measured")
-        answerer = Answerer(store, clock, AnswerSettings(shared_top_n=0, choose="letter"), base_llm, budget=4,
+        # the default reading (`choose = "cyclic"`, the letters scored in every cyclic order of the
+        # options); generated under the schema, base takes the first option here (Tasha)
+        assert AnswerSettings().choose == "cyclic"
+        answerer = Answerer(store, clock, AnswerSettings(shared_top_n=0), base_llm, budget=4,
                             search=SearchSettings(dense=False))
         q = Query("谁在拧螺丝？Who was tightening the screws?", t + 60_000, ("Tasha", "Alice", "Shure", "Lucia"),
                   asker="A1_JAKE")
@@ -42,6 +43,7 @@ def test_chinese_first_person_lines_answer_an_english_question(tmp_path, clock, 
         assert len(a.gathered.units) == 4
         assert a.status == "ok" and a.choice == "B", (a.answer, a.scores)
         assert any(u.agent == "A2_ALICE" for u in a.evidence) and a.usage.completion_tokens == 0
+        assert a.scores["picks"]["cyclic"] == "B" and len(a.scores["cyclic"]) == 4
         plain = Answerer(store, clock, AnswerSettings(shared_top_n=0, choose="letter", name_wearer=False), base_llm,
                          budget=4, search=SearchSettings(dense=False)).answer(q)
         assert plain.status == "ok" and plain.choice in "ABCD"

@@ -75,7 +75,8 @@ def test_the_answerer_chooses_by_scoring_and_shows_the_excerpts_behind_the_choic
             assert a.usage.completion_tokens == 0 and a.scores["picks"][how] == a.choice
             assert len(a.scores["letter"]) == 4 and (how == "letter") == (a.scores["pmi"] == [])
             assert a.evidence and all(u in a.gathered.units for u in a.evidence)
-        generating = Answerer(store, clock, AnswerSettings(planner="rule", context_tokens=900, shared_top_n=0),
+        generating = Answerer(store, clock, AnswerSettings(planner="rule", context_tokens=900, shared_top_n=0,
+                                                           choose="generate"),
                               tiny_llm, budget=5, search=SearchSettings(dense=False))
         generating.also_score = True  # the benchmark's comparison: both readings, then the generation
         a = generating.answer(q)
