@@ -214,7 +214,7 @@ class Answerer:
             u.seconds += cyclic[1]
         c = picks.get(self.settings.choose, picks["letter"])
         option = q.options[LETTERS.index(c)]
-        return Reply(f"{c}. {option}", c, supporting(units, option + " " + q.question),
+        return Reply(f"{c}. {option}", c, supporting(units, option, q.question),
                      scores={"letter": sc.letters, "likelihood": sc.options, "pmi": sc.pmi, "picks": picks,
                              "cyclic": cyclic[0] if cyclic else None,
                              "cyclic_seconds": round(cyclic[1], 3) if cyclic else None, "seconds": round(u.seconds, 3)})
@@ -256,11 +256,17 @@ def cyclic_letters(llm: LocalLLM, messages_for: Callable[[tuple[int, ...]], list
     return [round(float(x), 4) for x in total], seconds
 
 
-def supporting(units: list[Unit], text: str, most: int = 3) -> list[int]:
-    """The numbers (from 1) of the units sharing most words with `text`, best first."""
-    words = set(query_tokens(text))
-    overlap = [(len(words & set(query_tokens(u.text))), -i) for i, u in enumerate(units)]
-    return [1 - i for n, i in sorted(overlap, reverse=True)[:most] if n]
+def supporting(units: list[Unit], option: str, question: str = "", most: int = 3) -> list[int]:
+    """The numbers (from 1) of the units that bear out the chosen option, best first: those sharing
+    its words first (the wearer's name counts half a word: "Alice" finds Alice's own view, after
+    the lines that name her), then the question's words; none when no unit shares a word with
+    either."""
+    said, asked = set(query_tokens(option)), set(query_tokens(question))
+    ranked = []
+    for i, u in enumerate(units):
+        words, wearer = set(query_tokens(u.text)), set(query_tokens(person_name(u.agent)))
+        ranked.append((len(said & words) + 0.5 * len(said & wearer - words), len(asked & words), -i))
+    return [1 - i for o, a, i in sorted(ranked, reverse=True)[:most] if o or a]
 
 
 def merge(flat: list[Unit], per_request: list[list[Unit]], budget: int, share: float) -> list[Unit]:

@@ -112,8 +112,12 @@ def test_cyclic_scores_do_not_depend_on_the_order_the_options_are_given_in(slice
 def test_supporting_excerpts_share_the_options_words():
     units = [Unit(i, "A2_ALICE", 0, 30_000, text, ()) for i, text in
              enumerate(["I wash the cups", "Alice tightens the screws on the shelf", "screws in a box"], 1)]
-    assert supporting(units, "Alice tightening screws shelf") == [2, 3]
+    assert supporting(units, "Alice tightening screws shelf") == [2, 3, 1]  # 1: only Alice's own view
     assert supporting(units, "nothing in common") == []
+    # the option's words first, the question's after; a wearer's own view says her name
+    units.append(Unit(4, "A3_TASHA", 0, 30_000, "I put the box down", ()))
+    assert supporting(units, "Tasha", "Who put the box of screws down?") == [4, 3, 2]
+    assert supporting(units, "Lucia", "Who washed the cups?") == [1]
 
 
 def test_an_open_answer_is_scored_by_the_option_nearest_to_it():
