@@ -38,7 +38,7 @@ from memory.store import Store
 from memory.tokenize import estimate_tokens, query_tokens
 from models.errors import ModelError
 from models.llm import HIGH, LocalLLM, ModelCutShort, ModelLooping, Usage
-from models.scoring import score_choices
+from models.scoring import log_softmax, score_choices
 
 LETTERS = "ABCD"
 
@@ -206,12 +206,12 @@ class Answerer:
             cyclic = cyclic_letters(self.llm, messages_for, n, sc.letters) if both or choose == "cyclic" else None
         except ModelError as e:
             return Reply("", status="error", error=str(e))
-        if not both:  # the comparison's pass is reported apart (its seconds in `scores`)
-            usage.add(u)
         picks = {by: choices[sc.pick(by)] for by in ("letter", "likelihood", "pmi") if by == "letter" or sc.options}
         if cyclic is not None:
             picks["cyclic"] = choices[int(np.argmax(cyclic[0]))]
             u.seconds += cyclic[1]
+        if not both:  # the comparison's pass is reported apart (its seconds in `scores`)
+            usage.add(u)
         c = picks.get(self.settings.choose, picks["letter"])
         option = q.options[LETTERS.index(c)]
         return Reply(f"{c}. {option}", c, supporting(units, option, q.question),
@@ -250,7 +250,7 @@ def cyclic_letters(llm: LocalLLM, messages_for: Callable[[tuple[int, ...]], list
             lp, seconds = np.asarray(sc.letters, dtype=np.float64), seconds + u.seconds
         else:
             lp = np.asarray(given[:n], dtype=np.float64)
-        lp = lp - lp.max() - np.log(np.exp(lp - lp.max()).sum())  # among the n letters
+        lp = log_softmax(lp)  # among the n letters
         for k, i in enumerate(order):
             total[i] += lp[k] / n
     return [round(float(x), 4) for x in total], seconds

@@ -38,7 +38,7 @@ class Scores:
         return int(np.argmax({"letter": self.letters, "likelihood": self.options, "pmi": self.pmi}[by]))
 
 
-def _log_softmax(x: np.ndarray) -> np.ndarray:
+def log_softmax(x: np.ndarray) -> np.ndarray:
     x = x.astype(np.float64)
     m = x.max()
     return x - m - np.log(np.exp(x - m).sum())
@@ -88,7 +88,7 @@ def _continuations(llm: LocalLLM, toks: list[int], head: int, conts: list[list[i
     have = common_prefix(llama.input_ids[: llama.n_tokens].tolist(), toks)
     llama.n_tokens = min(have, len(toks) - 1)  # the last token again at least: its logits are wanted
     llama.eval(toks[llama.n_tokens:])
-    first = _log_softmax(_last_logits(llama))
+    first = log_softmax(_last_logits(llama))
     base, out = llama.n_tokens, []
     for cont in conts:
         got = [float(first[cont[0]])]
@@ -97,7 +97,7 @@ def _continuations(llm: LocalLLM, toks: list[int], head: int, conts: list[list[i
             llama._batch.set_batch(batch=cont[:-1], n_past=base, logits_all=True)
             llama._ctx.decode(llama._batch)
             rows = np.ctypeslib.as_array(llama._ctx.get_logits(), shape=(len(cont) - 1, llama.n_vocab()))
-            got += [float(_log_softmax(rows[k])[t]) for k, t in enumerate(cont[1:])]
+            got += [float(log_softmax(rows[k])[t]) for k, t in enumerate(cont[1:])]
         out.append(got)
     llama._ctx.kv_cache_seq_rm(-1, base, -1)  # the context holds `toks` again (n_tokens was never moved)
     return first, out, have
