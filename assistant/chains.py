@@ -70,7 +70,7 @@ def presence(entities: EntityMemory, ids: Sequence[int], named: set[str]) -> dic
     """id -> share of the named people present in the unit."""
     if not named:
         return {}
-    found = entities.present(ids)
+    found = entities.present_of(ids, named)
     return {i: len(named & found.get(i, set())) / len(named) for i in ids}
 
 

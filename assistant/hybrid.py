@@ -103,13 +103,15 @@ class HybridRetriever:
             for i, sc in self._entity_search(q, intent, agents):
                 c = cands.setdefault(i, Cand(None))  # type: ignore[arg-type]
                 c.lex = max(c.lex, sc * self.s.entity_search_weight)
+        self._ways_in(q, intent, agents, cands)
+        spans = self._spans(list(cands))  # these while the question's vector is still being made
         if dense is not None:
             for qv in dense.result():
                 for i, sim in self.vectors.search(qv, k=POOL, as_of=q.as_of_ms, agents=agents):
                     c = cands.setdefault(i, Cand(None))  # type: ignore[arg-type]
                     c.dense = max(c.dense, sim)
-        self._ways_in(q, intent, agents, cands)
-        spans = self._spans(list(cands))
+            spans |= self._spans([i for i in cands if i not in spans])
+        self._people(q, cands)
         for i, c in cands.items():
             c.unit = spans.get(i)  # type: ignore[assignment]
         return {i: c for i, c in cands.items() if c.unit is not None}
@@ -123,7 +125,7 @@ class HybridRetriever:
         return out | self.store.spans(missing) if missing else out
 
     def _ways_in(self, q: Query, intent: Intent, agents, cands: dict[int, Cand]) -> None:
-        """Candidates by the entity chain and the events above the units; the people present."""
+        """Candidates by the entity chain and the events above the units."""
         if self.s.entity_memory and self.entities is not None:
             order = chain_order(q.question, intent)
             day = lambda ms: self.clock.day_of(ms)[0]  # noqa: E731
@@ -134,6 +136,8 @@ class HybridRetriever:
             for i, sc in hierarchy_scores(self.index, self.event_index, EventStore(self.store), weights, q,
                                           agents).items():
                 cands.setdefault(i, Cand(None)).hier = sc  # type: ignore[arg-type]
+
+    def _people(self, q: Query, cands: dict[int, Cand]) -> None:
         if self.s.entity_memory and self.entities is not None:
             for i, sc in presence(self.entities, list(cands), self.named(q)).items():
                 cands[i].people = sc
@@ -179,7 +183,8 @@ class HybridRetriever:
         """One vector for the question with its options (a vector per option costs a search each
         and gained 0.4 points of Hit@0 on EgoLifeQA DAY1-2)."""
         opts = [o for o in q.options if o]
-        return [self.embedder.embed([q.question + ("\n" + " / ".join(opts) if opts else "")])[0]]
+        embed = getattr(self.embedder, "embed_query", self.embedder.embed)
+        return [embed([q.question + ("\n" + " / ".join(opts) if opts else "")])[0]]
 
     def key_entities(self, q: Query) -> list[str]:
         """The question's rarest content words that are not people: the objects it is about."""

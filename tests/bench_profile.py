@@ -26,7 +26,7 @@ from assistant import hybrid  # noqa: E402
 from assistant.egolifeqa import load_items  # noqa: E402
 from assistant.query import Query  # noqa: E402
 from assistant.retrievers import Retrievers  # noqa: E402
-from daemon import wiring  # noqa: E402
+from daemon import build  # noqa: E402
 from daemon.settings import load_settings  # noqa: E402
 from memory.store import Store  # noqa: E402
 
@@ -56,7 +56,7 @@ def main() -> None:
     ap.add_argument("--sql", action="store_true", help="vector search by sqlite-vec (the code before)")
     args = ap.parse_args()
     settings = load_settings(None)
-    clock = wiring.clock_of(settings)
+    clock = build.clock_of(settings)
     store = Store(Path(args.db))
     pool = Retrievers(store, clock, settings.retrieval)
     pool.index.refresh()
@@ -64,7 +64,7 @@ def main() -> None:
     seg, e = pool.vectors()
     if args.sql:
         seg.search = seg.search_sql
-    timed(e, "embed", "query embedding")
+    timed(e, "embed_query" if hasattr(e, "embed_query") else "embed", "query embedding")
     timed(seg, "search", "vector search (as-of, agents)")
     timed(r, "_lexical_queries", "BM25 query weights")
     timed(r, "_entity_search", "entity search")

@@ -69,6 +69,41 @@ def test_real_minilm_ranks_a_paraphrase_first():
     assert np.allclose(np.linalg.norm([q, *docs], axis=1), 1.0, atol=1e-4)
 
 
+def test_questions_run_through_an_int8_graph_made_once(tmp_path, monkeypatch):
+    """The question session's graph (int8 MatMul weights) is made once into the model cache and
+    gives the float graph's vectors to within a few hundredths; the units keep the float graph."""
+    from models.embed import Embedder, bundled_paths
+
+    monkeypatch.setenv("CHORUS_MODEL_CACHE", str(tmp_path))
+    texts = ["Who used the screwdriver first?\nTasha / Alice / Shure / Lucia",
+             "What were we talking about at lunch?", "Jake is tightening screws on the rack with a screwdriver.",
+             "Lucia eats watermelon in the kitchen."]
+    fast, slow = Embedder(), Embedder(query_int8=False)
+    assert fast.query_model.parent == tmp_path and fast.query_model.name.endswith(".query-int8.onnx")
+    assert slow.query_model == bundled_paths()[0]
+    made = fast.query_model.stat().st_mtime_ns
+    assert Embedder().query_model.stat().st_mtime_ns == made  # kept, not made again
+    q, f = fast.embed_query(texts), slow.embed_query(texts)
+    assert np.allclose(f, slow.embed(texts), atol=1e-5)
+    assert not np.array_equal(q, f)  # another graph did run
+    assert ((q * f).sum(1) > 0.97).all()
+    assert np.allclose(fast.embed(texts[:1]), slow.embed(texts[:1]), atol=1e-5)  # what is stored: float
+    assert np.allclose(fast.embed(texts), slow.embed(texts), atol=1e-5)
+    docs = f[2:]
+    assert int(np.argmax(docs @ q[0])) == int(np.argmax(docs @ f[0])) == 0
+
+
+def test_a_graph_the_quantizer_cannot_read_leaves_questions_float(tmp_path, monkeypatch, caplog):
+    from models.query_graph import query_graph
+
+    monkeypatch.setenv("CHORUS_MODEL_CACHE", str(tmp_path / "cache"))
+    bad = tmp_path / "model.onnx"
+    bad.write_bytes(b"not an onnx graph")
+    assert query_graph(bad) is None
+    assert "question encoder stays float32" in caplog.text
+    assert not list((tmp_path / "cache").glob("*.onnx"))
+
+
 def test_missing_model_file_is_a_clear_error(tmp_path):
     from models.embed import Embedder
     from models.errors import ModelError
