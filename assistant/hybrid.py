@@ -17,7 +17,6 @@ Each part can be switched off (`retrieval.*` settings; `chorus bench` runs the a
 
 from __future__ import annotations
 
-import math
 import re
 import time
 from collections import defaultdict
@@ -28,14 +27,15 @@ import numpy as np
 
 from assistant.chains import chain_order, chain_scores, hierarchy_scores, presence
 from assistant.config import SearchSettings
+from assistant.fusion import Columns, entity_levels, relevance, score_all
 from assistant.lexical import LexicalRetriever
 from assistant.query import Query, Retrieved, person_name, speaks_of_self
-from assistant.temporal import CUE_WORDS, HOUR, Intent, read_intent
+from assistant.temporal import CUE_WORDS, Intent, read_intent
 from memory.clock import HouseClock
 from memory.entities import EntityMemory, person_key
 from memory.events import EventStore
 from memory.lexical import LexicalIndex
-from memory.records import SEGMENT_MS, WINDOW_MS, Unit
+from memory.records import SEGMENT_MS, Unit
 from memory.store import Store
 from memory.tokenize import query_tokens, tokenize
 
@@ -206,61 +206,33 @@ class HybridRetriever:
 
     # -- scoring ------------------------------------------------------------------------
     def _score(self, q: Query, intent: Intent, cands: dict[int, Cand]) -> None:
-        s = self.s
-        lex_max = max((c.lex for c in cands.values()), default=0.0) or 1.0
-        sims = [c.dense for c in cands.values() if c.dense > 0]
-        lo, hi = (min(sims), max(sims)) if sims else (0.0, 1.0)
-        for c in cands.values():
-            d = (c.dense - lo) / (hi - lo) if c.dense > 0 and hi > lo else 0.0
-            c.score = c.lex / lex_max + (s.dense_weight * d if s.dense else 0.0)
-        if s.entities:
-            self._entity_levels(q, intent, cands)
-        for c in cands.values():
-            c.score += (s.chain_weight * c.chain if s.entity_memory else 0.0) + (
-                s.people_weight * c.people if s.entity_memory else 0.0) + (
-                s.hierarchy_weight * c.hier if s.hierarchy else 0.0)
-        if s.context:
-            by_slot = {(c.unit.agent, c.unit.start_ms): c.score for c in cands.values()}
-            for c in cands.values():
-                u = c.unit
-                near = max(by_slot.get((u.agent, u.start_ms - SEGMENT_MS), 0.0),
-                           by_slot.get((u.agent, u.start_ms + SEGMENT_MS), 0.0))
-                c.score += s.context_weight * near
-        if s.scales:
-            for size, weight in ((WINDOW_MS, s.window_weight), (HOUR, s.hour_weight)):
-                pooled = _pooled(cands.values(), size)
-                top = max(pooled.values(), default=0.0) or 1.0
-                for c in cands.values():
-                    c.score += weight * pooled[c.unit.start_ms // size] / top
-        if s.temporal:
-            for c in cands.values():
-                c.score *= intent.relevance(c.unit.start_ms) if intent.ranged else 1.0
-                # memory fades: with no stated range, recent moments are a little likelier meant
-                age = max(0, q.as_of_ms - c.unit.end_ms)
-                c.score *= 1.0 + s.recency_weight * math.exp(-age / (s.recency_hours * HOUR))
-
-    def _entity_levels(self, q: Query, intent: Intent, cands: dict[int, Cand]) -> None:
-        """Strict to loose: 3 = every key entity and every person named, in the intended range;
-        2 = every key entity; 1 = some key entity; 0 = none. A unit gains a share per level."""
-        ents = set(self.key_entities(q))
-        named = {t for t in query_tokens(q.question) if t in self.people()}
-        if not ents:
+        """Every candidate's score (assistant/fusion.py: the steps, with numpy) and entity level."""
+        cs = list(cands.values())
+        if not cs:
             return
-        having = {t: self.index.containing(t) for t in ents | named}
-        for i, c in cands.items():
-            have = {t for t in ents if i in having[t]}
-            level = 0
-            if have:
-                level = 1
-                if have == ents:
-                    level = 2
-                    in_range = not intent.ranged or intent.relevance(c.unit.start_ms) == 1.0
-                    present = c.people == 1.0 if self.s.entity_memory and self.entities is not None else all(
-                        i in having[t] for t in named)
-                    if present and in_range:
-                        level = 3
-            c.level = level
-            c.score += self.s.entity_weight * level / 3
+        wearers: dict[str, int] = {}
+        col = lambda f, dt=np.float64: np.fromiter((f(c) for c in cs), dtype=dt, count=len(cs))  # noqa: E731
+        c = Columns(col(lambda c: c.unit.id, np.int64), col(lambda c: wearers.setdefault(c.unit.agent, len(wearers)),
+                                                              np.int64),
+                    col(lambda c: c.unit.start_ms, np.int64), col(lambda c: c.unit.end_ms, np.int64),
+                    col(lambda c: c.lex), col(lambda c: c.dense), col(lambda c: c.chain), col(lambda c: c.people),
+                    col(lambda c: c.hier))
+        levels = self._entity_levels(q, intent, c) if self.s.entities else None
+        for cand, v in zip(cs, score_all(c, self.s, intent, q.as_of_ms, levels).tolist(), strict=True):
+            cand.score = v
+        if levels is not None:
+            for cand, lv in zip(cs, levels.tolist(), strict=True):
+                cand.level = lv
+
+    def _entity_levels(self, q: Query, intent: Intent, c: Columns) -> np.ndarray | None:
+        """Strict to loose (assistant/fusion.py, step 2); None when the question has no key entity."""
+        ents = list(dict.fromkeys(self.key_entities(q)))
+        named = list(dict.fromkeys(t for t in query_tokens(q.question) if t in self.people()))
+        if not ents:
+            return None
+        having = {t: self.index.containing(t) for t in {*ents, *named}}
+        in_range = relevance(intent, c.start) == 1.0 if intent.ranged else np.ones(len(c.ids), dtype=bool)
+        return entity_levels(c, ents, named, having, in_range, self.s.entity_memory and self.entities is not None)
 
     # -- selection ----------------------------------------------------------------------
     def retrieve(self, q: Query) -> Retrieved:
@@ -319,14 +291,6 @@ def fuse(lexical: list[tuple[int, float]], dense: list[tuple[int, float]], weigh
         for i, s in dense:
             out[i] = out.get(i, 0.0) + weight * ((s - lo) / (hi - lo) if hi > lo else 1.0)
     return sorted(out.items(), key=lambda x: -x[1])
-
-
-def _pooled(cands, size: int) -> dict[int, float]:
-    """Sum of the three best scores in each window of `size` ms."""
-    per: dict[int, list[float]] = defaultdict(list)
-    for c in cands:
-        per[c.unit.start_ms // size].append(c.score)
-    return defaultdict(float, {k: float(np.sum(sorted(v)[-3:])) for k, v in per.items()})
 
 
 def _round_robin_by_day(cands: list[Cand], clock: HouseClock) -> list[Cand]:

@@ -70,13 +70,12 @@ def main() -> None:
     timed(r, "_entity_search", "entity search")
     timed(r, "_spans", "candidate spans")
     timed(store, "units", "chosen units from SQL")
-    timed(r, "_entity_levels", "entity levels")
+    timed(r, "_entity_levels", "entity levels (in scoring)")
     timed(r, "_select", "selection")
     timed(r, "refresh", "index refresh check")
     timed(r, "_score", "scoring (fusion, levels, pooling, context, time)")
     timed(r.index, "search_many", "BM25 per option (one pass)")
     timed(hybrid, "read_intent", "time intent")
-    timed(hybrid, "_pooled", "pooling (10 min, 1 h)")
     lex = r.index.search
 
     def lexical(*a, **kw):  # the single BM25 searches: those of the entity search
