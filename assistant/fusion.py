@@ -48,11 +48,11 @@ def base_scores(c: Columns, s: SearchSettings) -> np.ndarray:
     return c.lex / lex_max + (s.dense_weight * d if s.dense else 0.0)
 
 
-def entity_levels(c: Columns, ents: list[str], named: list[str], having: dict[str, set[int]],
+def entity_levels(c: Columns, ents: list[str], named: list[str], having: dict[str, np.ndarray],
                   in_range: np.ndarray, people_known: bool) -> np.ndarray:
     """The level of each candidate (see the module's step 2); `having`: token -> ids holding it."""
-    ids = c.ids.tolist()
-    has = {t: np.fromiter((i in having[t] for i in ids), dtype=bool, count=len(ids)) for t in {*ents, *named}}
+    ids = c.ids
+    has = {t: np.isin(ids, having[t]) for t in {*ents, *named}}
     some = np.logical_or.reduce([has[t] for t in ents])
     every = np.logical_and.reduce([has[t] for t in ents])
     if people_known:

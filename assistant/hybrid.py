@@ -91,9 +91,10 @@ class HybridRetriever:
             self._names = {t for a in self.store.agents().values() for t in query_tokens(person_name(a))}
         return self._names
 
-    def _pool(self, q: Query, intent: Intent, agents) -> dict[int, Cand]:
+    def _pool(self, q: Query, intent: Intent, agents, dense: Future | None) -> dict[int, Cand]:
+        """`dense`: the question's vectors being made (`_dense_queries_soon`: the encoder runs, GIL
+        released, while BM25 does)."""
         cands: dict[int, Cand] = {}
-        dense = self._dense_queries_soon(q)  # the encoder runs (GIL released) while BM25 does
         for hits in self.index.search_many(self._lexical_queries(q), k=POOL, as_of=q.as_of_ms, agents=agents):
             for i, sc in hits:
                 c = cands.setdefault(i, Cand(None))  # type: ignore[arg-type]
@@ -211,12 +212,10 @@ class HybridRetriever:
         if not cs:
             return
         wearers: dict[str, int] = {}
-        col = lambda f, dt=np.float64: np.fromiter((f(c) for c in cs), dtype=dt, count=len(cs))  # noqa: E731
-        c = Columns(col(lambda c: c.unit.id, np.int64), col(lambda c: wearers.setdefault(c.unit.agent, len(wearers)),
-                                                              np.int64),
-                    col(lambda c: c.unit.start_ms, np.int64), col(lambda c: c.unit.end_ms, np.int64),
-                    col(lambda c: c.lex), col(lambda c: c.dense), col(lambda c: c.chain), col(lambda c: c.people),
-                    col(lambda c: c.hier))
+        m = np.array([(c.unit.id, wearers.setdefault(c.unit.agent, len(wearers)), c.unit.start_ms, c.unit.end_ms,
+                       c.lex, c.dense, c.chain, c.people, c.hier) for c in cs], dtype=np.float64)  # exact: < 2**53
+        ints = m[:, :4].astype(np.int64)
+        c = Columns(ints[:, 0], ints[:, 1], ints[:, 2], ints[:, 3], *(m[:, k] for k in range(4, 9)))
         levels = self._entity_levels(q, intent, c) if self.s.entities else None
         for cand, v in zip(cs, score_all(c, self.s, intent, q.as_of_ms, levels).tolist(), strict=True):
             cand.score = v
@@ -237,13 +236,14 @@ class HybridRetriever:
     # -- selection ----------------------------------------------------------------------
     def retrieve(self, q: Query) -> Retrieved:
         t0 = time.perf_counter()
-        self.refresh()
-        intent = read_intent(q.question, q.as_of_ms, self.clock) if self.s.temporal else Intent()
         agents = self.lexical.agent_ids(q.agents)
         key = (q.question, q.options, q.asker, q.as_of_ms, tuple(agents) if agents is not None else None)
         cands = self.pool_cache.get(key) if self.pool_cache is not None else None
+        dense = self._dense_queries_soon(q) if cands is None else None  # the encoder first: the longest part
+        self.refresh()
+        intent = read_intent(q.question, q.as_of_ms, self.clock) if self.s.temporal else Intent()
         if cands is None:
-            cands = self._pool(q, intent, agents)
+            cands = self._pool(q, intent, agents, dense)
             if self.pool_cache is not None:
                 self.pool_cache[key] = cands
         self._score(q, intent, cands)

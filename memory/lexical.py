@@ -138,14 +138,10 @@ class LexicalIndex:
         df = sum(s.df.get(token, 0) for s in self.shards.values())
         return _idf(n, df) if df else 0.0
 
-    def containing(self, token: str) -> set[int]:
+    def containing(self, token: str) -> np.ndarray:
         """Ids of the rows whose text has `token` (from the index's own postings: no re-tokenizing)."""
-        out: set[int] = set()
-        for shard in self.shards.values():
-            col = shard.column(token)
-            if col is not None:
-                out.update(shard.ids[col[0]].tolist())
-        return out
+        parts = [shard.ids[col[0]] for shard in self.shards.values() if (col := shard.column(token)) is not None]
+        return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
 
     def spans(self, ids) -> dict[int, tuple[int, int]]:
         """{id: (agent id, start ms)} of the rows indexed, from arrays in memory indexed by id (made
