@@ -43,7 +43,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from assistant.egolifeqa import load_items  # noqa: E402
 from assistant.query import Query  # noqa: E402
 from assistant.retrievers import Retrievers  # noqa: E402
-from daemon import wiring  # noqa: E402
+from daemon import build as parts  # noqa: E402
 from daemon.settings import load_settings  # noqa: E402
 from memory.clock import DAY_MS  # noqa: E402
 from memory.records import Observation  # noqa: E402
@@ -184,7 +184,7 @@ def main() -> None:
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     settings = load_settings(None)
-    clock = wiring.clock_of(settings)
+    clock = parts.clock_of(settings)
     items = load_items(sorted(QA.glob("*.json")), clock)[: args.limit]
     if args.measure:
         print(json.dumps(measure(args.measure, items, clock, settings, args.rate, args.vectors)))
