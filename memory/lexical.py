@@ -175,7 +175,7 @@ class LexicalIndex:
         agent_arr = np.array(sorted(set(agents)), dtype=np.int32) if agents is not None else None
         cuts = [x for x in (as_of, end_ms) if x is not None]
         hi = min(cuts) if cuts else None
-        found: list[tuple[float, int]] = []
+        found: list[tuple[np.ndarray, np.ndarray]] = []
         for key, shard in self.shards.items():
             if (hi is not None and key * DAY_MS > hi) or (
                 start_ms is not None and (key + 1) * DAY_MS <= start_ms
@@ -200,16 +200,15 @@ class LexicalIndex:
             cand = np.flatnonzero(mask)
             if len(cand) > k:
                 cand = cand[np.argpartition(-scores[cand], k - 1)[:k]]
-            found.extend((float(scores[i]), int(shard.ids[i])) for i in cand)
-        found.sort(key=lambda x: (-x[0], x[1]))
-        return [(i, s) for s, i in found[:k]]
+            found.append((scores[cand], shard.ids[cand]))
+        return _top(found, k)
 
     def search_many(self, queries: list[Mapping[str, float]], *, k: int = 15, as_of: int | None = None,
                     agents: Iterable[int] | None = None) -> list[list[tuple[int, float]]]:
         """`search` of several weighted queries at once (a question with each of its options): each
         shard's postings, filters and the terms all queries share with one weight are computed once."""
         ws = [_weights(q) for q in queries]
-        out: list[list[tuple[float, int]]] = [[] for _ in ws]
+        out: list[list[tuple[np.ndarray, np.ndarray]]] = [[] for _ in ws]
         tokens = set().union(*ws) if ws else set()
         if not tokens or not self.shards:
             return [[] for _ in ws]
@@ -248,8 +247,8 @@ class LexicalIndex:
                 cand = np.flatnonzero(mask)
                 if len(cand) > k:
                     cand = cand[np.argpartition(-scores[cand], k - 1)[:k]]
-                out[qi].extend(zip(scores[cand].tolist(), shard.ids[cand].tolist(), strict=True))
-        return [[(i, s) for s, i in sorted(f, key=lambda x: (-x[0], x[1]))[:k]] for f in out]
+                out[qi].append((scores[cand], shard.ids[cand]))
+        return [_top(f, k) for f in out]
 
     # -- persistence --------------------------------------------------------------------
     def _load(self) -> None:
@@ -309,6 +308,17 @@ def _by_id(shards) -> tuple[np.ndarray, np.ndarray]:
     for s in shards:
         agent_of[s.ids], start_of[s.ids] = s.agents, s.starts
     return agent_of, start_of
+
+
+def _top(found: list[tuple[np.ndarray, np.ndarray]], k: int) -> list[tuple[int, float]]:
+    """(id, score) of the k best of every shard's winners (scores, ids), best first, ties by id
+    (a Python sort of ~7,000 pairs a query cost 40 ms at 10x the week)."""
+    if not found:
+        return []
+    scores = np.concatenate([f[0] for f in found])
+    ids = np.concatenate([f[1] for f in found])
+    order = np.lexsort((ids, -scores))[:k]
+    return list(zip(ids[order].tolist(), scores[order].tolist(), strict=True))
 
 
 def _idf(n: int, df: int) -> float:
