@@ -52,7 +52,7 @@ def entity_levels(c: Columns, ents: list[str], named: list[str], having: dict[st
                   in_range: np.ndarray, people_known: bool) -> np.ndarray:
     """The level of each candidate (see the module's step 2); `having`: token -> ids holding it."""
     ids = c.ids
-    has = {t: np.isin(ids, having[t]) for t in {*ents, *named}}
+    has = {t: _member(ids, having[t]) for t in {*ents, *named}}
     some = np.logical_or.reduce([has[t] for t in ents])
     every = np.logical_and.reduce([has[t] for t in ents])
     if people_known:
@@ -60,6 +60,16 @@ def entity_levels(c: Columns, ents: list[str], named: list[str], having: dict[st
     else:
         present = np.logical_and.reduce([has[t] for t in named]) if named else np.ones(len(ids), dtype=bool)
     return np.where(every & present & in_range, 3, np.where(every, 2, np.where(some, 1, 0)))
+
+
+def _member(ids: np.ndarray, of: np.ndarray) -> np.ndarray:
+    """`np.isin(ids, of)` by a table of marks (no sort of `of`, which holds up to every row)."""
+    if not len(of) or not len(ids):
+        return np.zeros(len(ids), dtype=bool)
+    top = int(max(ids.max(), of.max())) + 1
+    mark = np.zeros(top, dtype=bool)
+    mark[of] = True
+    return mark[ids]
 
 
 def relevance(intent: Intent, t: np.ndarray) -> np.ndarray:

@@ -104,7 +104,11 @@ class _Block:
 
     def hamming(self, qbits: np.ndarray, rows: np.ndarray | None) -> np.ndarray:
         codes = self.codes[:self.n] if rows is None else self.codes[rows]
-        return _popcount(codes ^ qbits).sum(axis=1, dtype=np.int32)
+        bits = _popcount(codes ^ qbits)
+        d = bits[:, 0].astype(np.int32)
+        for j in range(1, bits.shape[1]):  # column by column: numpy's sum over a short inner axis is slow
+            d += bits[:, j]
+        return d
 
 
 class VectorMatrix:
