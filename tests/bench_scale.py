@@ -178,6 +178,8 @@ def main() -> None:
     ap.add_argument("--out", required=True, type=Path)
     ap.add_argument("--sample", type=int, default=512, help="units embedded to measure the rate")
     ap.add_argument("--limit", type=int, help="only the first N questions")
+    ap.add_argument("--reuse", action="store_true",
+                    help="measure the sizes built by an earlier run under --out again (their build figures kept)")
     ap.add_argument("--measure", type=Path, help=argparse.SUPPRESS)  # the child process of one size
     ap.add_argument("--rate", type=float, help=argparse.SUPPRESS)
     ap.add_argument("--vectors", type=int, help=argparse.SUPPRESS)
@@ -193,10 +195,12 @@ def main() -> None:
     rate = embed_rate(args.source, args.sample)
     print(f"source: {len(obs):,} observations, {len(vecs):,} vectors; MiniLM {rate:.1f} units/s on a sample of "
           f"{args.sample}; load {os.getloadavg()}", flush=True)
+    old = json.loads((args.out / "scale.json").read_text())["sizes"] if args.reuse else {}
     report = {"embed_units_s": round(rate, 1), "sizes": {}}
     for n in (int(x) for x in args.sizes.split(",")):
         dst = args.out / f"scale{n}.sqlite"
-        b = build(dst, n, obs, vecs, model)
+        kept = ("import_s", "vectors_copy_s", "observations", "segments")
+        b = {k: old[f"{n}x"][k] for k in kept} if f"{n}x" in old else build(dst, n, obs, vecs, model)
         # measured in a fresh process: its RSS is that of a process serving this memory alone
         cmd = [sys.executable, __file__, "--source", str(args.source), "--out", str(args.out), "--measure", str(dst),
                "--rate", str(rate), "--vectors", str(len(vecs) * n)] + (["--limit", str(args.limit)] if args.limit else [])
