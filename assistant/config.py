@@ -91,6 +91,8 @@ class SearchSettings(BaseModel):
         "earliest, one per day), and rank units by the people present in them (entity memory).")
     hierarchy: bool = Field(True, description="Matching shared-memory events lead to the best units of their window.")
     options_apart: bool = Field(True, description="Score each answer option with the question on its own.")
+    dense_options: bool = Field(False, description="Put the answer options in the text of the question's vector "
+                                "(off: the question alone; the options go to BM25).")
     option_weight: float = Field(1.0, ge=0, description="Weight of an option's words against the question's.")
     name_option_share: float = Field(0.5, ge=0, description="Share of the option weight for people's names.")
     dense_weight: float = Field(0.6, ge=0, description="Weight of the dense score against BM25's 1.")

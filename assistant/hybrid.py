@@ -181,9 +181,11 @@ class HybridRetriever:
         return _ENCODING.submit(self._dense_queries, q)
 
     def _dense_queries(self, q: Query) -> list:
-        """One vector for the question with its options (a vector per option costs a search each
-        and gained 0.4 points of Hit@0 on EgoLifeQA DAY1-2)."""
-        opts = [o for o in q.options if o]
+        """One vector for the question; its options go to BM25, one query each. With the options in
+        the vector's text (`retrieval.dense_options`) EgoLifeQA DAY1-2 lost 1.2 and 2.9 points of
+        Hit@5min (DAY1, DAY2; Hit@0 equal) and the encoder read twice the tokens; a vector per
+        option costs a search each and gained 0.4 points of Hit@0."""
+        opts = [o for o in q.options if o] if self.s.dense_options else []
         embed = getattr(self.embedder, "embed_query", self.embedder.embed)
         return [embed([q.question + ("\n" + " / ".join(opts) if opts else "")])[0]]
 
