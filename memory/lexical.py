@@ -216,20 +216,21 @@ class LexicalIndex:
         gidf = {t: _idf(n_all, sum(s.df.get(t, 0) for s in self.shards.values())) for t in tokens}
         common = {t: w for t, w in ws[0].items() if all(x.get(t) == w for x in ws[1:])}
         agent_arr = np.array(sorted(set(agents)), dtype=np.int32) if agents is not None else None
+        floor = [0.0] * len(ws)  # per query: a score the k-th best overall is known to reach
         for key, shard in self.shards.items():
             if as_of is not None and key * DAY_MS > as_of:
                 continue
-            cols = {}
+            cols = {}  # token -> (rows, BM25 of the shard, factor to the global idf)
             for t in tokens:
                 col = shard.column(t)
                 if col is not None:
-                    cols[t] = (col[0], col[1] * np.float32(gidf[t] / _idf(shard.n, shard.df[t])))
+                    cols[t] = (col[0], col[1], np.float32(gidf[t] / _idf(shard.n, shard.df[t])))
             if not cols:
                 continue
             base = np.zeros(shard.n, dtype=np.float32)
             for t, w in common.items():
                 if t in cols:
-                    base[cols[t][0]] += cols[t][1] * np.float32(w)
+                    base[cols[t][0]] += cols[t][1] * (cols[t][2] * np.float32(w))
             keep = None
             if as_of is not None and shard.asof.max(initial=0) > as_of:
                 keep = shard.asof <= as_of
@@ -240,13 +241,15 @@ class LexicalIndex:
                 scores = base.copy()
                 for t, wt in w.items():
                     if t not in common and t in cols:
-                        scores[cols[t][0]] += cols[t][1] * np.float32(wt)
-                mask = scores > 0
+                        scores[cols[t][0]] += cols[t][1] * (cols[t][2] * np.float32(wt))
+                # a row below another shard's k-th best cannot be in the k best overall (ties kept)
+                mask = scores >= floor[qi] if floor[qi] > 0 else scores > 0
                 if keep is not None:
                     mask &= keep
                 cand = np.flatnonzero(mask)
                 if len(cand) > k:
                     cand = cand[np.argpartition(-scores[cand], k - 1)[:k]]
+                    floor[qi] = max(floor[qi], float(scores[cand].min()))
                 out[qi].append((scores[cand], shard.ids[cand]))
         return [_top(f, k) for f in out]
 
