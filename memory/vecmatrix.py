@@ -42,7 +42,7 @@ _BITS = np.array([bin(i).count("1") for i in range(256)], np.uint8)
 
 
 def _popcount(words: np.ndarray) -> np.ndarray:
-    """Set bits per uint64 ([n, w] -> [n, w]; numpy < 2 has no `bitwise_count`: a byte table)."""
+    """Set bits per uint64, same shape (numpy < 2 has no `bitwise_count`: a byte table)."""
     if hasattr(np, "bitwise_count"):
         return np.bitwise_count(words)
     return _BITS[words.view(np.uint8)].reshape(*words.shape, 8).sum(axis=-1, dtype=np.uint8)
@@ -54,7 +54,7 @@ class _Block:
     def __init__(self, dim: int, cap: int = 64):
         cap = max(64, cap)
         self.vecs = np.zeros((cap, dim), np.float32)
-        self.codes = np.zeros((cap, (dim + 63) // 64), np.uint64)
+        self.codes = np.zeros(((dim + 63) // 64, cap), np.uint64)  # word-major: a word of every row in a run
         self.ids = np.zeros(cap, np.int64)
         self.asof = np.zeros(cap, np.int64)
         self.agents = np.zeros(cap, np.int32)
@@ -67,7 +67,9 @@ class _Block:
         if self.n == len(self.ids):
             cap = 2 * len(self.ids)
             self.vecs = np.resize(self.vecs, (cap, self.vecs.shape[1]))
-            self.codes = np.resize(self.codes, (cap, self.codes.shape[1]))
+            codes = np.zeros((self.codes.shape[0], cap), np.uint64)
+            codes[:, :self.n] = self.codes[:, :self.n]
+            self.codes = codes
             for name in ("ids", "asof", "agents", "alive"):
                 setattr(self, name, np.resize(getattr(self, name), cap))
         r = self.n
@@ -78,7 +80,7 @@ class _Block:
 
     def put(self, r: int, vec: np.ndarray, asof: int, agent: int) -> None:
         self.vecs[r], self.asof[r], self.agents[r] = vec, asof, agent
-        self.codes[r] = sign_bits(vec)
+        self.codes[:, r] = sign_bits(vec)
         self.lo = asof if self.n == 1 else min(self.lo, asof)
         self.hi = asof if self.n == 1 else max(self.hi, asof)
 
@@ -103,11 +105,10 @@ class _Block:
         return sims, self.ids[idx]
 
     def hamming(self, qbits: np.ndarray, rows: np.ndarray | None) -> np.ndarray:
-        codes = self.codes[:self.n] if rows is None else self.codes[rows]
-        bits = _popcount(codes ^ qbits)
-        d = bits[:, 0].astype(np.int32)
-        for j in range(1, bits.shape[1]):  # column by column: numpy's sum over a short inner axis is slow
-            d += bits[:, j]
+        codes = self.codes[:, :self.n] if rows is None else self.codes[:, rows]
+        d = _popcount(codes[0] ^ qbits[0]).astype(np.int32)
+        for j in range(1, len(codes)):  # word by word over contiguous runs: twice as fast as row by row
+            d += _popcount(codes[j] ^ qbits[j])
         return d
 
 
@@ -145,7 +146,7 @@ class VectorMatrix:
         for key in np.unique(days).tolist():
             sel = np.flatnonzero(days == key)
             b = self.blocks[key] = _Block(self.dim, len(sel))
-            b.vecs[:len(sel)], b.codes[:len(sel)] = vecs[sel], sign_bits(vecs[sel])
+            b.vecs[:len(sel)], b.codes[:, :len(sel)] = vecs[sel], sign_bits(vecs[sel]).T
             b.ids[:len(sel)], b.asof[:len(sel)], b.agents[:len(sel)] = ids[sel], asof[sel], agents[sel]
             b.alive[:len(sel)] = True
             b.n, b.lo, b.hi = len(sel), int(asof[sel].min()), int(asof[sel].max())
