@@ -55,6 +55,23 @@ def test_encounters_kept_by_revision_and_read_as_of(store, clock):
     assert em.with_people(["katrina", "alice"]) == []
 
 
+def test_people_present_from_arrays_match_the_table_and_follow_new_segments(store, clock):
+    """`present_of` (per-person id arrays kept per revision) says what `present` (SQL) says, and
+    sees a segment added after its arrays were made."""
+    house(store, clock)
+    em = EntityMemory(store)
+    em.refresh()
+    ids = [r[0] for r in store.db.execute("SELECT id FROM segments")] + [10_000]  # one id of no segment
+    people = {"alice", "tasha", "lucia", "katrina"}
+    full = em.present(ids)
+    assert em.present_of(ids, people) == {i: full[i] & people for i in full if full[i] & people}
+    assert em.present_of(ids, {"katrina"}) == {}
+    store.add([cap(clock, "A3_TASHA", (11, 5), "Katrina: 我们去买菜", kind="transcript", speaker="Katrina")])
+    em.refresh()
+    new = [r[0] for r in store.db.execute("SELECT id FROM segments")]
+    assert len(em.present_of(new, {"katrina"})) == 1
+
+
 def test_chain_takes_occasions_in_the_order_asked(store, clock):
     house(store, clock)
     ix = LexicalIndex(store)
