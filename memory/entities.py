@@ -137,12 +137,20 @@ class EntityMemory:
         return out
 
     def units_of(self, person: str) -> np.ndarray:
-        """Sorted ids of the units where `person` is present, kept in memory until the entity
-        memory's revision moves (one SQL read per person and revision, then a lookup of every
-        candidate costs microseconds instead of an `IN (...)` query of ~1,000 ids)."""
+        """Sorted ids of the units where `person` is present, kept in memory (a lookup of every
+        candidate then costs microseconds instead of an `IN (...)` query of ~1,000 ids). When the
+        entity memory has read new segments since, only theirs are read and added (a live house
+        moves the revision with every batch of captions); a revision that went back clears all."""
         rev = self.seen_rev()
-        if rev != self._units_rev:
-            self._units_of, self._units_rev = {}, rev
+        if rev < self._units_rev:
+            self._units_of = {}
+        elif rev > self._units_rev and self._units_of:
+            for p, have in self._units_of.items():
+                rows = self.store.db.execute(
+                    "SELECT DISTINCT e.segment_id FROM person_encounters e JOIN segments s ON s.id = e.segment_id "
+                    "WHERE e.person = ? AND s.rev > ?", (p, self._units_rev))
+                self._units_of[p] = np.union1d(have, np.fromiter((r[0] for r in rows), dtype=np.int64))
+        self._units_rev = rev
         if person not in self._units_of:
             rows = self.store.db.execute("SELECT DISTINCT segment_id FROM person_encounters WHERE person = ?",
                                          (person,))
