@@ -14,6 +14,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from assistant import vote
 from assistant.agentwise import MemorySearch
 from assistant.config import AnswerSettings, SearchSettings
 from assistant.context import fit_units
@@ -213,11 +214,26 @@ class Answerer:
         if not both:  # the comparison's pass is reported apart (its seconds in `scores`)
             usage.add(u)
         c = picks.get(self.settings.choose, picks["letter"])
+        readings = self.readings(q, units, options)
+        weights = {"mentions": self.settings.vote_mentions, "lexical": self.settings.vote_lexical}
+        picks["evidence"] = choices[int(np.argmax(vote.combined(None, readings, weights)))]
+        if any(weights.values()):  # the model's scores of the configured reading, plus the evidence's vote
+            own = {"letter": sc.letters, "likelihood": sc.options, "pmi": sc.pmi,
+                   "cyclic": cyclic[0] if cyclic else None}.get(self.settings.choose) or sc.letters
+            c = picks["voted"] = choices[int(np.argmax(vote.combined(log_softmax(np.asarray(own[:n])), readings,
+                                                                      weights)))]
         option = q.options[LETTERS.index(c)]
         return Reply(f"{c}. {option}", c, supporting(units, option, q.question),
                      scores={"letter": sc.letters, "likelihood": sc.options, "pmi": sc.pmi, "picks": picks,
                              "cyclic": cyclic[0] if cyclic else None,
-                             "cyclic_seconds": round(cyclic[1], 3) if cyclic else None, "seconds": round(u.seconds, 3)})
+                             "cyclic_seconds": round(cyclic[1], 3) if cyclic else None, "seconds": round(u.seconds, 3),
+                             "evidence": {k: [round(float(x), 4) for x in v] for k, v in readings.items()}})
+
+    def readings(self, q: Query, units: list[Unit], options: list[str]) -> dict[str, np.ndarray]:
+        """How the evidence backs each option (`assistant.vote`): the excerpts shown, the whole memory."""
+        base = self.search.lexical.weights(replace(q, options=()))
+        return {"mentions": vote.mentions(units, q.question, options),
+                "lexical": vote.lexical(self.search.segments, base, options, q.as_of_ms)}
 
     def names(self) -> set[str]:
         return {t for a in self.search.agents() for t in query_tokens(person_name(a))}

@@ -166,7 +166,7 @@ def _answer_row(item: QAItem, a, embed) -> dict:
     picks = (a.scores or {}).get("picks", {})
     row.update(
         {f"{k}_ok": v == item.answer for k, v in picks.items()},
-        picks=picks or None, type=item.type, id=item.id, gold=item.answer, units=len(units), tokens=a.context_tokens,
+        picks=picks or None, option_scores=(a.scores or {}).get("cyclic"), type=item.type, id=item.id, gold=item.answer, units=len(units), tokens=a.context_tokens,
         langs=languages(units), accuracy=choice == item.answer, error=a.status != "ok",
         degenerate=a.mode == "extractive", choice=choice, cosines=cos,
         scoring_ms=1000 * (a.scores or {}).get("seconds", 0.0), mode=a.mode, guard=a.guard, answer=a.answer,
@@ -186,14 +186,15 @@ def _answer_entry(rs: list[dict]) -> dict:
     entry.update(accuracy=pct("accuracy"), accuracy_ci95=wilson(sum(r["accuracy"] for r in rs), len(rs)),
                  errors=int(sum(r["error"] for r in rs)), degenerate=int(sum(r["degenerate"] for r in rs)),
                  modes=dict(Counter(r["mode"] for r in rs)))
-    for k in ("letter_ok", "cyclic_ok", "likelihood_ok", "pmi_ok"):  # multiple choice by scoring: the readings of one pass
+    for k in ("letter_ok", "cyclic_ok", "likelihood_ok", "pmi_ok", "evidence_ok", "voted_ok"):  # multiple choice by scoring: the readings of one pass
         if k in rs[0]:
             entry[k[:-3] + "_accuracy"] = pct(k)
     if "letter_ok" in rs[0]:
         entry["scoring_ms_p50"] = round(float(np.percentile([r["scoring_ms"] for r in rs], 50)), 1)
     entry["answers_per_hour"] = round(3_600_000 / max(1.0, float(np.mean([r["latency_ms"] for r in rs]))), 1)
     entry["excerpts_with"] = {lang: round(float(np.mean([r["langs"][lang] for r in rs])), 2) for lang in ("zh", "en")}
-    entry["answers"] = [{k: r[k] for k in ("id", "mode", "guard", "answer", "choice", "gold", "cosines", "picks")}
+    entry["answers"] = [{k: r[k] for k in ("id", "mode", "guard", "answer", "choice", "gold", "cosines", "picks",
+                                                   "option_scores")}
                         | {"model_reply": r["reply"]} for r in rs]
     for k in ("prompt_tokens", "completion_tokens", "cached_tokens"):
         entry[k] = round(float(np.mean([r[k] for r in rs])), 1)
@@ -219,7 +220,8 @@ def wilson(k: int, n: int, z: float = 1.96) -> list[float]:
 def answer_table(report: dict) -> str:
     cols = ["accuracy", "accuracy_ci95", "degenerate", "hit@0", "hit@30s", "hit@5min", "units", "tokens", "latency_ms_p50",
             "answers_per_hour"]
-    cols += [c for c in ("letter_accuracy", "cyclic_accuracy", "likelihood_accuracy", "pmi_accuracy") if any(c in r for r in report["cells"].values())]
+    cols += [c for c in ("letter_accuracy", "cyclic_accuracy", "likelihood_accuracy", "pmi_accuracy",
+                         "evidence_accuracy", "voted_accuracy") if any(c in r for r in report["cells"].values())]
     lines = [f"{report['questions']} questions, model {report.get('model')}",
              f"{'cell':28}" + "".join(f"{c:>15}" for c in cols) + "   stage p50 ms"]
     for name, r in report["cells"].items():

@@ -81,7 +81,7 @@ def test_the_answerer_chooses_by_scoring_and_shows_the_excerpts_behind_the_choic
         generating.also_score = True  # the benchmark's comparison: both readings, then the generation
         a = generating.answer(q)
         assert a.status == "ok" and a.usage.completion_tokens > 0 and set(a.scores["picks"]) == {
-            "letter", "cyclic", "likelihood", "pmi"}
+            "letter", "cyclic", "likelihood", "pmi", "evidence"}
     finally:
         store.close()
 

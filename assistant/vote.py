@@ -1,0 +1,76 @@
+"""Multiple choice helped by the evidence itself: how well the memory backs each option, added to
+the model's own scores.
+
+A 0.5B answerer reading 1,000 tokens of excerpts often misses what the excerpts plainly say; the
+retrieval already knows which options the evidence mentions. Two readings, neither needs a model:
+
+- `mentions`: how much of each option's own words (not the question's) the excerpts shown hold,
+  the first excerpts counting most (rank^-0.5), so "Alice" wins when Alice's view and the lines
+  naming her are among the best excerpts;
+- `lexical`: the best BM25 score of the whole memory (up to the question's time) for the
+  question's words with that option's words, less that of the question alone: highest where the
+  option and the question's matter occur together, anywhere, found or not by the 15 units shown
+  (a rare option word alone raises it too, less).
+
+Each reading is standardised across the options of one question (mean 0, spread 1) and added to
+the model's per-option log-probabilities with the weights of `answer.vote_*`; the weights were
+set by leave-one-day-out on EgoLifeQA DAY1-2 (README, "Answers: the evidence's vote").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+
+from memory.lexical import LexicalIndex
+from memory.records import Unit
+from memory.tokenize import query_tokens, tokenize
+
+
+def own_words(option: str, question: str) -> set[str]:
+    """An option's tokens that the question does not already hold (all of them when none is left)."""
+    words = set(query_tokens(option))
+    return (words - set(query_tokens(question))) or words
+
+
+def mentions(units: Sequence[Unit], question: str, options: Sequence[str], decay: float = 0.5) -> np.ndarray:
+    """Per option: the share of its own words each excerpt holds, summed with weight 1/rank^decay."""
+    sets = [own_words(o, question) for o in options]
+    out = np.zeros(len(options))
+    for rank, u in enumerate(units):
+        words, w = set(tokenize(u.text)), 1.0 / (rank + 1) ** decay
+        for i, own in enumerate(sets):
+            if own:
+                out[i] += w * len(own & words) / len(own)
+    return out
+
+
+def lexical(index: LexicalIndex, base: Mapping[str, float], options: Sequence[str], as_of: int) -> np.ndarray:
+    """Per option: the best BM25 score of `base` (the question's weighted words) with the option's
+    words added (weight 1 each), less the best of `base` alone."""
+    queries = []
+    for o in options:
+        w = dict(base)
+        for t in query_tokens(o):
+            w[t] = w.get(t, 0.0) + 1.0
+        queries.append(w)
+    *found, alone = index.search_many([*queries, dict(base)], k=1, as_of=as_of)
+    floor = alone[0][1] if alone else 0.0
+    return np.array([(hits[0][1] - floor) if hits else 0.0 for hits in found])
+
+
+def standardised(x: np.ndarray) -> np.ndarray:
+    """Mean 0 and spread 1 across the options; all zero when the options do not differ."""
+    x = np.asarray(x, dtype=np.float64)
+    sd = x.std()
+    return (x - x.mean()) / sd if sd > 1e-9 else np.zeros_like(x)
+
+
+def combined(model: Sequence[float] | None, readings: Mapping[str, np.ndarray], weights: Mapping[str, float]) -> np.ndarray:
+    """The model's scores (zeros without one) plus each standardised reading times its weight."""
+    n = len(next(iter(readings.values())))
+    total = np.zeros(n) if model is None else np.asarray(model, dtype=np.float64).copy()
+    for name, x in readings.items():
+        total += weights.get(name, 0.0) * standardised(x)
+    return total

@@ -1,0 +1,55 @@
+"""The evidence's vote on multiple choice (`assistant.vote`): which options the excerpts and the
+memory back, standardised and added to the model's scores."""
+
+import numpy as np
+import pytest
+
+from assistant.vote import combined, lexical, mentions, own_words, standardised
+from memory.lexical import LexicalIndex
+from memory.records import Observation, Unit
+
+
+def unit(i: int, text: str, agent: str = "A1_JAKE") -> Unit:
+    return Unit(i, agent, 0, 30_000, text)
+
+
+def test_an_option_is_judged_by_its_own_words_not_the_question_s():
+    assert own_words("the screwdriver on the table", "Where was the screwdriver?") == {"tabl"}
+    assert own_words("screwdriver", "Where was the screwdriver?") == {"screwdriv"}  # nothing of its own left
+
+
+def test_mentions_count_the_best_excerpts_most():
+    units = [unit(1, "Alice: I keep tightening the screws"), unit(2, "Shure holds the box"),
+             unit(3, "Shure laughs"), unit(4, "Shure goes out")]
+    m = mentions(units, "Who tightened the screws?", ["Tasha", "Alice", "Shure", "Lucia"])
+    assert m[0] == m[3] == 0 and m[1] == pytest.approx(1.0)
+    assert m[2] == pytest.approx(2 ** -0.5 + 3 ** -0.5 + 4 ** -0.5)  # three lower excerpts outweigh one first
+    flat = mentions(units, "Who tightened the screws?", ["Alice", "Shure"], decay=4.0)
+    assert flat[0] > flat[1]  # with a steep decay the first excerpt decides
+    half = mentions([unit(1, "the red cup on the table")], "Where is the cup?", ["red box", "on the table"])
+    assert list(half) == pytest.approx([0.5, 1.0])
+
+
+def test_lexical_support_is_the_gain_of_the_option_over_the_question_alone(store, clock):
+    t = clock.parse("DAY1 11:16:00")
+    store.add([Observation("A2_ALICE", "caption", t, t + 4000, "Alice tightens the screws with a screwdriver"),
+               Observation("A3_TASHA", "caption", t + 60_000, t + 64_000, "Tasha washes strawberries"),
+               Observation("A4_LUCIA", "caption", t + 120_000, t + 124_000, "Lucia reads a book about screws")])
+    ix = LexicalIndex(store)
+    ix.refresh()
+    base = {"screwdriv": 1.0}
+    got = lexical(ix, base, ["Tasha", "Alice", "Lucia", "Bob"], as_of=t + 600_000)
+    # Alice shares a moment with the screwdriver; a name alone scores its own moment, less; Bob none
+    assert got[1] > max(got[0], got[2]) > 0 and got[3] == 0
+    assert lexical(ix, base, ["Alice"], as_of=t - 1)[0] == 0  # nothing before the question's time
+
+
+def test_standardised_and_combined():
+    assert list(standardised(np.array([2.0, 2.0, 2.0]))) == [0, 0, 0]
+    z = standardised(np.array([0.0, 1.0, 2.0, 5.0]))
+    assert z.mean() == pytest.approx(0) and z.std() == pytest.approx(1)
+    model = [-0.2, -1.8, -2.5, -3.0]  # the model leans to A
+    readings = {"mentions": np.array([0.0, 3.0, 0.0, 0.0]), "lexical": np.array([0.1, 0.5, 0.0, 0.0])}
+    assert int(np.argmax(combined(model, readings, {"mentions": 0.0, "lexical": 0.0}))) == 0
+    assert int(np.argmax(combined(model, readings, {"mentions": 1.0, "lexical": 0.5}))) == 1
+    assert int(np.argmax(combined(None, readings, {"mentions": 1.0}))) == 1
