@@ -49,3 +49,36 @@ def test_chinese_first_person_lines_answer_an_english_question(tmp_path, clock, 
         assert plain.status == "ok" and plain.choice in "ABCD"
     finally:
         store.close()
+
+
+def test_the_evidence_s_vote_joins_the_model_s_scores(tmp_path, clock, base_llm):
+    """The options the excerpts name and the memory holds with the question's matter get a vote;
+    the choice is the model's cyclic scores plus the standardised votes, whichever the model leant to."""
+    import numpy as np
+
+    from assistant import vote
+    from models.scoring import log_softmax
+
+    store = Store(tmp_path / "vote.sqlite")
+    try:
+        t = clock.parse("DAY1 11:16:00")
+        lines = {"A2_ALICE": "Alice tightens the screws of the shelf with the screwdriver",
+                 "A3_TASHA": "Tasha washes strawberries in the kitchen",
+                 "A4_LUCIA": "Lucia hands Alice a box of screws", "A6_SHURE": "Shure tunes the guitar"}
+        store.add([Observation(agent, "caption", t + i * 10_000, t + i * 10_000 + 4000, text)
+                   for i, (agent, text) in enumerate(lines.items())])
+        q = Query("Who used the screwdriver first?", t + 120_000, ("Tasha", "Alice", "Shure", "Lucia"),
+                  asker="A1_JAKE")
+        settings = AnswerSettings(shared_top_n=0, vote_mentions=2.0, vote_lexical=2.0)
+        a = Answerer(store, clock, settings, base_llm, budget=4, search=SearchSettings(dense=False)).answer(q)
+        assert a.status == "ok" and a.usage.completion_tokens == 0
+        ev = a.scores["evidence"]
+        assert ev["mentions"][1] == max(ev["mentions"]) > sorted(ev["mentions"])[-2]  # Alice named most
+        assert ev["lexical"][1] == max(ev["lexical"])
+        assert a.scores["picks"]["evidence"] == "B"
+        readings = {k: np.array(v) for k, v in ev.items()}
+        total = vote.combined(log_softmax(np.array(a.scores["cyclic"])), readings,
+                              {"mentions": 2.0, "lexical": 2.0})
+        assert a.choice == a.scores["picks"]["voted"] == "ABCD"[int(np.argmax(total))] == "B", a.scores
+    finally:
+        store.close()
