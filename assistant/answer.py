@@ -213,15 +213,9 @@ class Answerer:
             u.seconds += cyclic[1]
         if not both:  # the comparison's pass is reported apart (its seconds in `scores`)
             usage.add(u)
-        c = picks.get(self.settings.choose, picks["letter"])
         readings = self.readings(q, units, options)
-        weights = {"mentions": self.settings.vote_mentions, "lexical": self.settings.vote_lexical}
-        picks["evidence"] = choices[int(np.argmax(vote.combined(None, readings, weights)))]
-        if any(weights.values()):  # the model's scores of the configured reading, plus the evidence's vote
-            own = {"letter": sc.letters, "likelihood": sc.options, "pmi": sc.pmi,
-                   "cyclic": cyclic[0] if cyclic else None}.get(self.settings.choose) or sc.letters
-            c = picks["voted"] = choices[int(np.argmax(vote.combined(log_softmax(np.asarray(own[:n])), readings,
-                                                                      weights)))]
+        own = {"letter": sc.letters, "likelihood": sc.options, "pmi": sc.pmi, "cyclic": cyclic[0] if cyclic else None}
+        c = self.vote(picks, choices, own.get(choose) or sc.letters, readings)
         option = q.options[LETTERS.index(c)]
         return Reply(f"{c}. {option}", c, supporting(units, option, q.question),
                      scores={"letter": sc.letters, "likelihood": sc.options, "pmi": sc.pmi, "picks": picks,
@@ -229,11 +223,25 @@ class Answerer:
                              "cyclic_seconds": round(cyclic[1], 3) if cyclic else None, "seconds": round(u.seconds, 3),
                              "evidence": {k: [round(float(x), 4) for x in v] for k, v in readings.items()}})
 
+    def vote(self, picks: dict, choices: tuple[str, ...], own: list[float], readings: dict[str, np.ndarray]) -> str:
+        """The choice: the model's scores of the configured reading plus the evidence's vote
+        (`assistant.vote`); `picks` gains the evidence's pick alone and, when it votes, the joint one."""
+        s = self.settings
+        weights = {"mentions": s.vote_mentions, "lexical": s.vote_lexical, "timing": s.vote_timing}
+        picks["evidence"] = choices[int(np.argmax(vote.combined(None, readings, weights)))]
+        if not any(weights.values()):
+            return picks.get(s.choose, picks["letter"])
+        model = log_softmax(np.asarray(own[: len(choices)], dtype=np.float64))
+        picks["voted"] = choices[int(np.argmax(vote.combined(model, readings, weights)))]
+        return picks["voted"]
+
     def readings(self, q: Query, units: list[Unit], options: list[str]) -> dict[str, np.ndarray]:
         """How the evidence backs each option (`assistant.vote`): the excerpts shown, the whole memory."""
         base = self.search.lexical.weights(replace(q, options=()))
-        return {"mentions": vote.mentions(units, q.question, options),
-                "lexical": vote.lexical(self.search.segments, base, options, q.as_of_ms)}
+        named = [vote.as_asker(o, q.asker) for o in options]
+        return {"mentions": vote.mentions(units, q.question, named),
+                "lexical": vote.lexical(self.search.segments, base, named, q.as_of_ms),
+                "timing": vote.timing(units, options, q.as_of_ms, self.clock)}
 
     def names(self) -> set[str]:
         return {t for a in self.search.agents() for t in query_tokens(person_name(a))}

@@ -58,11 +58,14 @@ class AnswerSettings(BaseModel):
     name_wearer: bool = Field(
         True, description="In the excerpts, 'I' (我) of the wearer's own lines is written as the wearer's name.")
     vote_mentions: float = Field(
-        0.0, ge=0, description="Multiple choice: weight of how much of each option's words the excerpts shown hold "
+        0.1, ge=0, description="Multiple choice: weight of how much of each option's words the excerpts shown hold "
         "(standardised across the options) added to the model's log-probabilities (0: the model alone).")
     vote_lexical: float = Field(
-        0.0, ge=0, description="Multiple choice: weight of the memory's best BM25 score for the question with each "
+        0.1, ge=0, description="Multiple choice: weight of the memory's best BM25 score for the question with each "
         "option, less the question's alone (standardised across the options).")
+    vote_timing: float = Field(
+        0.25, ge=0, description="Multiple choice whose options are times ('About four hours ago', 'Last night'): "
+        "weight of how near the excerpts shown lie to each option's time (standardised across the options).")
     answer_tokens: int = Field(160, ge=16, description="Most tokens of an open answer.")
     answer_chars: int = Field(300, ge=40, le=2000, description="Most characters of an open answer (in its schema).")
     repeat_penalty: float = Field(1.3, ge=1.0, le=2.0, description="Repetition penalty while answering.")

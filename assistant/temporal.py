@@ -19,7 +19,7 @@ DAY = 24 * HOUR
 _NUM = {"one": 1, "a": 1, "an": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8,
         "half": 0.5, "several": 3, "few": 3, "couple": 2}
 # parts of a day in house-local hours
-_PARTS = {"morning": (5, 12), "noon": (11, 14), "afternoon": (12, 18), "evening": (17, 24), "night": (18, 24),
+PARTS = {"morning": (5, 12), "noon": (11, 14), "afternoon": (12, 18), "evening": (17, 24), "night": (18, 24),
           "tonight": (18, 24), "lunch": (11, 14), "breakfast": (6, 11), "dinner": (17, 22)}
 
 _LATEST = re.compile(r"\b(last time|the last|most recent(ly)?|latest|previous(ly)?|again|before that|"
@@ -90,8 +90,8 @@ def read_intent(question: str, as_of: int, clock: HouseClock) -> Intent:
         lo, hi, scale = midnight, as_of, 3 * HOUR
         cues.append("today")
     part = _PART.search(q)
-    if part and part.group(2).lower() in _PARTS:
-        a, b = _PARTS[part.group(2).lower()]
+    if part and part.group(2).lower() in PARTS:
+        a, b = PARTS[part.group(2).lower()]
         base = lo if lo is not None else midnight
         if part.group(1) and part.group(1).lower() == "yesterday":
             base = midnight - DAY

@@ -12,6 +12,12 @@ retrieval already knows which options the evidence mentions. Two readings, neith
   option and the question's matter occur together, anywhere, found or not by the 15 units shown
   (a rare option word alone raises it too, less).
 
+- `timing`: for options that are times ("About four hours ago", "Yesterday at noon", "Last
+  night"), how close the excerpts shown lie to each option's time, read relative to the question's
+  time like a question's own time words (`assistant.temporal`);
+
+An option that is the asker ("Me", "Me, Lucia, Shure") is read with the asker's name.
+
 Each reading is standardised across the options of one question (mean 0, spread 1) and added to
 the model's per-option log-probabilities with the weights of `answer.vote_*`; the weights were
 set by leave-one-day-out on EgoLifeQA DAY1-2 (README, "Answers: the evidence's vote").
@@ -19,13 +25,25 @@ set by leave-one-day-out on EgoLifeQA DAY1-2 (README, "Answers: the evidence's v
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 
 import numpy as np
 
+from assistant.query import person_name
+from assistant.temporal import DAY, HOUR, PARTS, Intent, read_intent
+from memory.clock import HouseClock
 from memory.lexical import LexicalIndex
 from memory.records import Unit
 from memory.tokenize import query_tokens, tokenize
+
+_ME = re.compile(r"\b(?:me|myself)\b|^\s*i\s*$", re.I)
+_PART = re.compile(r"\b(morning|noon|afternoon|evening|night)\b", re.I)
+
+
+def as_asker(option: str, asker: str | None) -> str:
+    """The option with "me" read as the asker: "Me, Lucia" -> "Jake, Lucia" when Jake asks."""
+    return _ME.sub(person_name(asker), option) if asker else option
 
 
 def own_words(option: str, question: str) -> set[str]:
@@ -74,3 +92,31 @@ def combined(model: Sequence[float] | None, readings: Mapping[str, np.ndarray], 
     for name, x in readings.items():
         total += weights.get(name, 0.0) * standardised(x)
     return total
+
+
+def when(option: str, as_of: int, clock: HouseClock) -> Intent | None:
+    """The time an option names, relative to `as_of`; None when it names none."""
+    s = re.sub(r"\bhalf a day\b", "12 hours", option.lower())
+    day, secs = clock.day_of(as_of)
+    midnight = clock.at(day, 0)
+    if "before yesterday" in s:  # "the day before yesterday at noon", "the night before yesterday"
+        base, part = midnight - 2 * DAY, _PART.search(s)
+        if part:
+            a, b = PARTS[part.group(1)]
+            return Intent(base + a * HOUR, base + b * HOUR, None, HOUR)
+        return Intent(base, base + DAY, None, 3 * HOUR)
+    if "last night" in s:  # the night before, unless the question is asked at night
+        if secs < 18 * 3600:
+            return Intent(midnight - 6 * HOUR, midnight, None, HOUR)
+        return Intent(midnight + 18 * HOUR, as_of, None, HOUR)
+    intent = read_intent(s, as_of, clock)
+    return intent if intent.ranged else None
+
+
+def timing(units: Sequence[Unit], options: Sequence[str], as_of: int, clock: HouseClock) -> np.ndarray:
+    """Per option that names a time: how near the excerpts lie to it (the sum of each excerpt's
+    relevance to the option's range); all zero unless three options or more name times."""
+    intents = [when(o, as_of, clock) for o in options]
+    if sum(i is not None for i in intents) < 3:
+        return np.zeros(len(options))
+    return np.array([sum(i.relevance(u.start_ms) for u in units) if i else 0.0 for i in intents])

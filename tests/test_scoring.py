@@ -39,6 +39,8 @@ def mean_logprob(llama, toks, cont):
     return total / len(cont)
 
 
+MODEL_ALONE = {"vote_mentions": 0.0, "vote_lexical": 0.0, "vote_timing": 0.0}  # the model's reading, no vote
+
 def test_options_are_scored_after_one_reading_of_the_prompt(tiny_llm):
     messages = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": ASK}]
     s, u = score_choices(tiny_llm, messages, "Answer:", list("ABCD"), OPTIONS)
@@ -69,7 +71,7 @@ def test_the_answerer_chooses_by_scoring_and_shows_the_excerpts_behind_the_choic
     try:
         q = Query("Who was tightening screws?", clock.parse("DAY1 11:21:02"), ("Tasha", "Alice", "Shure", "Lucia"))
         for how in ("letter", "pmi"):
-            settings = AnswerSettings(planner="rule", context_tokens=900, shared_top_n=0, choose=how)
+            settings = AnswerSettings(planner="rule", context_tokens=900, shared_top_n=0, choose=how, **MODEL_ALONE)
             a = Answerer(store, clock, settings, tiny_llm, budget=5, search=SearchSettings(dense=False)).answer(q)
             assert a.status == "ok" and a.choice in "ABCD" and a.answer.startswith(f"{a.choice}. ")
             assert a.usage.completion_tokens == 0 and a.scores["picks"][how] == a.choice
@@ -78,10 +80,14 @@ def test_the_answerer_chooses_by_scoring_and_shows_the_excerpts_behind_the_choic
         generating = Answerer(store, clock, AnswerSettings(planner="rule", context_tokens=900, shared_top_n=0,
                                                            choose="generate"),
                               tiny_llm, budget=5, search=SearchSettings(dense=False))
+        voted = Answerer(store, clock, AnswerSettings(planner="rule", context_tokens=900, shared_top_n=0), tiny_llm,
+                         budget=5, search=SearchSettings(dense=False)).answer(q)
+        assert voted.choice == voted.scores["picks"]["voted"] and set(voted.scores["evidence"]) == {
+            "mentions", "lexical", "timing"}
         generating.also_score = True  # the benchmark's comparison: both readings, then the generation
         a = generating.answer(q)
         assert a.status == "ok" and a.usage.completion_tokens > 0 and set(a.scores["picks"]) == {
-            "letter", "cyclic", "likelihood", "pmi", "evidence"}
+            "letter", "cyclic", "likelihood", "pmi", "evidence", "voted"}
     finally:
         store.close()
 
@@ -91,7 +97,7 @@ def test_cyclic_scores_do_not_depend_on_the_order_the_options_are_given_in(slice
     rotated order get the same scores, so the pick cannot follow the first letter."""
     store = Store(slice_db)
     try:
-        settings = AnswerSettings(planner="rule", context_tokens=600, shared_top_n=0, choose="cyclic")
+        settings = AnswerSettings(planner="rule", context_tokens=600, shared_top_n=0, choose="cyclic", **MODEL_ALONE)
         answerer = Answerer(store, clock, settings, tiny_llm, budget=3, search=SearchSettings(dense=False))
         names = ("Tasha", "Alice", "Shure", "Lucia")
         by_order = []

@@ -4,7 +4,7 @@ memory back, standardised and added to the model's scores."""
 import numpy as np
 import pytest
 
-from assistant.vote import combined, lexical, mentions, own_words, standardised
+from assistant.vote import as_asker, combined, lexical, mentions, own_words, standardised, timing, when
 from memory.lexical import LexicalIndex
 from memory.records import Observation, Unit
 
@@ -53,3 +53,27 @@ def test_standardised_and_combined():
     assert int(np.argmax(combined(model, readings, {"mentions": 0.0, "lexical": 0.0}))) == 0
     assert int(np.argmax(combined(model, readings, {"mentions": 1.0, "lexical": 0.5}))) == 1
     assert int(np.argmax(combined(None, readings, {"mentions": 1.0}))) == 1
+
+
+def test_options_that_name_times_are_read_against_the_question_s_time(clock):
+    as_of = clock.parse("DAY3 15:00:00")
+    hour = 3_600_000
+    four = when("About four hours ago", as_of, clock)
+    assert four.lo <= as_of - 4 * hour <= four.hi
+    noon = when("Yesterday at noon", as_of, clock)
+    assert noon.lo <= clock.parse("DAY2 12:30:00") <= noon.hi
+    night = when("Last night", as_of, clock)
+    assert night.lo <= clock.parse("DAY2 21:00:00") <= night.hi
+    before = when("The day before yesterday at noon", as_of, clock)
+    assert before.lo <= clock.parse("DAY1 12:00:00") <= before.hi
+    assert when("On the table", as_of, clock) is None and when("Alice", as_of, clock) is None
+    units = [Unit(1, "A1_JAKE", clock.parse("DAY3 11:02:00"), clock.parse("DAY3 11:02:30"), "coffee")]
+    got = timing(units, ["About an hour ago", "About four hours ago", "About eight hours ago", "One day ago"],
+                 as_of, clock)
+    assert int(np.argmax(got)) == 1
+    assert not timing(units, ["Alice", "Tasha", "About an hour ago", "Shure"], as_of, clock).any()  # one time only
+
+
+def test_an_option_that_is_the_asker_is_read_with_the_asker_s_name():
+    assert as_asker("Me", "A1_JAKE") == "Jake" and as_asker("Me, Lucia, Shure", "A1_JAKE") == "Jake, Lucia, Shure"
+    assert as_asker("Melon", "A1_JAKE") == "Melon" and as_asker("Me", None) == "Me"
