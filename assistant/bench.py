@@ -153,11 +153,11 @@ def run_answers(
     for item in progress(items):
         q = Query(item.question, item.query_ms, () if open_mode else item.options, asker=asker)
         for name, answerer in cells.items():
-            rows[name].append(_answer_row(item, answerer.answer(q), embed if open_mode else None))
+            rows[name].append(_answer_row(item, answerer.answer(q), embed if open_mode else None, clock))
     return {"questions": len(items), "cells": {name: _answer_entry(rs) for name, rs in rows.items()}}
 
 
-def _answer_row(item: QAItem, a, embed) -> dict:
+def _answer_row(item: QAItem, a, embed, clock: HouseClock) -> dict:
     units = a.gathered.units
     row = {k: hit(units, item.targets, w) for k, w in WINDOWS.items()}
     choice, cos = a.choice, None
@@ -166,7 +166,8 @@ def _answer_row(item: QAItem, a, embed) -> dict:
     picks = (a.scores or {}).get("picks", {})
     row.update(
         {f"{k}_ok": v == item.answer for k, v in picks.items()},
-        picks=picks or None, option_scores=(a.scores or {}).get("cyclic"), type=item.type, id=item.id, gold=item.answer, units=len(units), tokens=a.context_tokens,
+        picks=picks or None, option_scores=(a.scores or {}).get("cyclic"), readings=(a.scores or {}).get("evidence"),
+        day=day_of(item, clock), type=item.type, id=item.id, gold=item.answer, units=len(units), tokens=a.context_tokens,
         langs=languages(units), accuracy=choice == item.answer, error=a.status != "ok",
         degenerate=a.mode == "extractive", choice=choice, cosines=cos,
         scoring_ms=1000 * (a.scores or {}).get("seconds", 0.0), mode=a.mode, guard=a.guard, answer=a.answer,
@@ -193,8 +194,8 @@ def _answer_entry(rs: list[dict]) -> dict:
         entry["scoring_ms_p50"] = round(float(np.percentile([r["scoring_ms"] for r in rs], 50)), 1)
     entry["answers_per_hour"] = round(3_600_000 / max(1.0, float(np.mean([r["latency_ms"] for r in rs]))), 1)
     entry["excerpts_with"] = {lang: round(float(np.mean([r["langs"][lang] for r in rs])), 2) for lang in ("zh", "en")}
-    entry["answers"] = [{k: r[k] for k in ("id", "mode", "guard", "answer", "choice", "gold", "cosines", "picks",
-                                                   "option_scores")}
+    entry["answers"] = [{k: r[k] for k in ("id", "day", "mode", "guard", "answer", "choice", "gold", "cosines", "picks",
+                                                   "option_scores", "readings")}
                         | {"model_reply": r["reply"]} for r in rs]
     for k in ("prompt_tokens", "completion_tokens", "cached_tokens"):
         entry[k] = round(float(np.mean([r[k] for r in rs])), 1)
