@@ -225,12 +225,12 @@ class Answerer:
 
     def vote(self, picks: dict, choices: tuple[str, ...], own: list[float], readings: dict[str, np.ndarray]) -> str:
         """The choice: the model's scores of the configured reading plus the evidence's vote
-        (`assistant.vote`); `picks` gains the evidence's pick alone and, when it votes, the joint one."""
+        (`assistant.vote`); when it votes, `picks` gains the evidence's pick alone and the joint one."""
         s = self.settings
         weights = {"mentions": s.vote_mentions, "lexical": s.vote_lexical, "timing": s.vote_timing}
-        picks["evidence"] = choices[int(np.argmax(vote.combined(None, readings, weights)))]
-        if not any(weights.values()):
+        if not any(weights.values()):  # the model alone (the evidence's pick would be "A" for want of weights)
             return picks.get(s.choose, picks["letter"])
+        picks["evidence"] = choices[int(np.argmax(vote.combined(None, readings, weights)))]
         model = log_softmax(np.asarray(own[: len(choices)], dtype=np.float64))
         picks["voted"] = choices[int(np.argmax(vote.combined(model, readings, weights)))]
         return picks["voted"]

@@ -2,7 +2,7 @@
 the model's own scores.
 
 A 0.5B answerer reading 1,000 tokens of excerpts often misses what the excerpts plainly say; the
-retrieval already knows which options the evidence mentions. Two readings, neither needs a model:
+retrieval already knows which options the evidence mentions. Three readings, none needs a model:
 
 - `mentions`: how much of each option's own words (not the question's) the excerpts shown hold,
   the first excerpts counting most (rank^-0.5), so "Alice" wins when Alice's view and the lines
@@ -10,11 +10,10 @@ retrieval already knows which options the evidence mentions. Two readings, neith
 - `lexical`: the best BM25 score of the whole memory (up to the question's time) for the
   question's words with that option's words, less that of the question alone: highest where the
   option and the question's matter occur together, anywhere, found or not by the 15 units shown
-  (a rare option word alone raises it too, less).
-
+  (a rare option word alone raises it too, less);
 - `timing`: for options that are times ("About four hours ago", "Yesterday at noon", "Last
   night"), how close the excerpts shown lie to each option's time, read relative to the question's
-  time like a question's own time words (`assistant.temporal`);
+  time like a question's own time words (`assistant.temporal`).
 
 An option that is the asker ("Me", "Me, Lucia, Shure") is read with the asker's name.
 
