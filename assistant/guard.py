@@ -7,7 +7,8 @@ outside the schema (JSON debris such as a trailing ` }`, once the harmless kind 
 who saw it, when, and the lines themselves. An answer that says nothing the evidence holds, to a
 question none of whose words the evidence holds, is "I don't find this in the memory", with the
 closest evidence; one that brings nothing of the evidence to a question the evidence does touch
-is replaced by the evidence itself.
+is replaced by the evidence itself. A good answer is completed so that it reads as one: a
+terse one with whose view and when, a copied line of speech as who said it and when.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from assistant.context import best_lines, is_cjk, unit_lines, view_of
+from assistant.context import best_lines, is_cjk, speaker_of, unit_lines, view_of
 from assistant.query import Query, person_name
 from memory.records import Unit
 from memory.tokenize import query_tokens
@@ -39,6 +40,7 @@ _TIME_WORDS = frozenset("""morning afternoon evening night noon midnight today y
 _GENERIC = frozenset(query_tokens("""people person everyone someone something thing things time way same
     different reason talk talked talking said say says saying asked answer question day"""))
 _WHO = re.compile(r"\bwho(?:m|se)?\b", re.I)
+_QUOTED = re.compile(r"^([A-Z][\w'-]{0,30}):\s*(.+)$")  # "Jake: We can or we can't."
 _PREFIX = re.compile(r"^(?:the\s+)?answer(?:\s+is)?\s*[:：-]\s*", re.I)
 # how a reply is turned into the answer the asker reads
 MODEL, EXTRACTIVE, NOT_FOUND_MODE = "model", "extractive", "not_found"
@@ -181,7 +183,23 @@ def check_open(raw: str, q: Query, units: list[Unit], cites: list[int], prompt: 
     if not from_evidence:
         return Reply(extractive(units, q, label, found=False), None, cites, NOT_FOUND_MODE, "not in the evidence",
                      raw=raw)
-    return Reply(with_source(two_sentences(text), cited, q, label), None, cites)
+    return Reply(with_source(reported(two_sentences(text), [*cited, *units], label), cited, q, label), None, cites)
+
+
+def reported(text: str, units: list[Unit], label: Callable[[int], str]) -> str:
+    """A reply that only copies a line of speech ("Jake: We can or we can't.") told as a sentence
+    of who said it and when, from the first excerpt that holds the line: 'At 11:53 on DAY1, Jake
+    said: "We can or we can't."'; any other reply as it is."""
+    m = _QUOTED.match(text)
+    if not m or not tokens(m.group(2)):
+        return text
+    who, said = m.group(1), m.group(2).strip()
+    key = " ".join(tokens(said)[:8])
+    for u in units:
+        if any(speaker_of(line) == who and key in " ".join(tokens(line)) for line in unit_lines(u)):
+            day, _, hms = label(u.start_ms).partition(" ")
+            return f'At {hms[:5]} on {day}, {who} said: "{said}"'
+    return f'{who} said: "{said}"'
 
 
 def with_source(text: str, cited: list[Unit], q: Query, label: Callable[[int], str], terse: int = 6) -> str:

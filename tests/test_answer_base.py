@@ -82,3 +82,32 @@ def test_the_evidence_s_vote_joins_the_model_s_scores(tmp_path, clock, base_llm)
         assert a.choice == a.scores["picks"]["voted"] == "ABCD"[int(np.argmax(total))] == "B", a.scores
     finally:
         store.close()
+
+
+def test_an_open_answer_is_a_sentence_that_names_people_and_a_time(tmp_path, clock, base_llm):
+    """What a supervisor reads for an open question: one or two sentences naming who and when,
+    never a bare copied line ("Jake: We can or we can't.") nor the prompt's scaffolding."""
+    import re
+
+    from assistant.guard import degenerate
+
+    store = Store(tmp_path / "lunch.sqlite")
+    try:
+        t = clock.parse("DAY1 11:53:00")
+        said = [("A1_JAKE", "Jake: Are we providing lunch?"), ("A1_JAKE", "Jake: We can or we can't. How many people?"),
+                ("A5_KATRINA", "Katrina: About twenty people, so a barbecue would be tiring."),
+                ("A6_SHURE", "Shure: Skewers, charcoal and meat can all be delivered the same day."),
+                ("A4_LUCIA", "Lucia: Then let's order a big pizza for dinner at 5:30.")]
+        store.add([Observation(agent, "transcript", t + i * 20_000, t + i * 20_000 + 5000, text)
+                   for i, (agent, text) in enumerate(said)])
+        answerer = Answerer(store, clock, AnswerSettings(shared_top_n=0, planner="rule"), base_llm, budget=5,
+                            search=SearchSettings(dense=False))
+        a = answerer.answer(Query("What were we talking about at lunch on DAY1?", clock.parse("DAY1 13:00:00"),
+                                  asker="A1_JAKE"))
+        assert a.status == "ok" and a.mode in ("model", "extractive"), (a.answer, a.guard, a.reply)
+        assert degenerate(a.answer) is None and not re.match(r"^[A-Z]\w*:\s", a.answer), a.answer
+        assert len(re.findall(r"[.!?](?:\s|$)", a.answer)) <= 2 or a.mode == "extractive", a.answer
+        assert re.search(r"\b(Jake|Katrina|Shure|Lucia)\b", a.answer) and re.search(r"\d", a.answer), a.answer
+        assert a.evidence and all(u.agent in dict(said) for u in a.evidence)
+    finally:
+        store.close()

@@ -218,6 +218,19 @@ def test_a_made_up_answer_becomes_a_non_answer(clock):
     assert (r.mode, r.guard) == ("extractive", "nothing from the evidence") and "order pizza" in r.text
 
 
+def test_a_copied_line_of_speech_is_told_as_who_said_it_and_when(clock):
+    units = [unit("A2_ALICE", T, "我看着Jake\nJake: 中午管不管饭\nJake: Are we providing lunch?"),
+             unit("A4_LUCIA", T + 90_000, "Jake: We can or we can't. How many people in total?")]
+    q = Query("What were we talking about at lunch on DAY1?", T + 7_200_000)
+    r = check_open("Jake: We can or we can't. How many people in total?", q, units, [1], PROMPT, clock.label)
+    assert (r.mode, r.text) == ("model", 'At 11:01 on DAY1, Jake said: "We can or we can\'t. How many people in total?"')
+    # a line no excerpt holds is told without a time; an answer that is a sentence is left as it is
+    r = check_open("Jake: How many people are providing lunch?", q, units, [1], PROMPT, clock.label)
+    assert r.text == 'Jake said: "How many people are providing lunch?"'
+    r = check_open("Around 11:00 Jake asked whether lunch was provided.", q, units, [1], PROMPT, clock.label)
+    assert r.text == "Around 11:00 Jake asked whether lunch was provided."
+
+
 def test_the_answer_benchmark_counts_accuracy_modes_and_the_open_scorer(house, clock):
     from assistant.bench import run_answers
     from assistant.egolifeqa import QAItem
