@@ -91,6 +91,8 @@ class SearchSettings(BaseModel):
     encoder_threads: int = Field(0, ge=0, le=512, description="CPU threads of the sentence encoder (0: all cores).")
     query_int8: bool = Field(True, description="With encoder 'minilm': embed questions with int8 MatMul weights "
                              "(made once into the model cache; about twice as fast, vectors at cosine 0.99 to float).")
+    units_int8: bool = Field(True, description="With encoder 'minilm': embed units through the same int8 graph as "
+                             "questions (about twice as fast; changing it re-embeds the memory once).")
     temporal: bool = Field(True, description="Read the question's time intent: soft range, latest/earliest/habit.")
     scales: bool = Field(True, description="Pool evidence over 10-minute and 1-hour windows.")
     context: bool = Field(True, description="A unit borrows part of its neighbours' score.")
@@ -118,3 +120,8 @@ class SearchSettings(BaseModel):
     recency_hours: float = Field(6.0, gt=0, description="Hours over which the recency weight falls by e.")
     curation_floor: float = Field(0.5, ge=0, le=1, description="Share of the best score a curated unit needs.")
     curation_share: float = Field(0.2, ge=0, le=1, description="Share of the budget curated by time order.")
+    spread_minutes: float = Field(0.0, ge=0, le=1440, description="Spread the units over moments: the last "
+                                  "`spread_share` of the budget goes to the best units at least this many minutes "
+                                  "from every unit chosen before them (0: off).")
+    spread_share: float = Field(0.3, ge=0, le=1, description="Share of the budget kept for new moments (with "
+                                "spread_minutes).")

@@ -279,6 +279,14 @@ class HybridRetriever:
                 strong = _round_robin_by_day(strong, self.clock)
             for c in strong[: int(budget * self.s.curation_share)]:
                 take(c)
+        spread = int(round(budget * self.s.spread_share)) if self.s.spread_minutes > 0 else 0
+        for c in ranked:
+            if len(out) >= budget - spread:
+                break
+            take(c)
+        if spread:
+            for c in _new_moments(ranked, budget - len(out), self.s.spread_minutes * 60_000, out):
+                take(c)
         for c in ranked:
             take(c)
         return sorted(out, key=lambda c: -c.score)
@@ -294,6 +302,21 @@ def fuse(lexical: list[tuple[int, float]], dense: list[tuple[int, float]], weigh
         for i, s in dense:
             out[i] = out.get(i, 0.0) + weight * ((s - lo) / (hi - lo) if hi > lo else 1.0)
     return sorted(out.items(), key=lambda x: -x[1])
+
+
+def _new_moments(ranked: list[Cand], room: int, apart_ms: float, taken: list[Cand]) -> list[Cand]:
+    """Up to `room` candidates best first, each at least `apart_ms` from every one taken before it:
+    the end of the budget reaches other moments instead of more of the best one (a miss's nearest
+    unit is mostly minutes off the target)."""
+    starts, out = [c.unit.start_ms for c in taken], []
+    for c in ranked:
+        if len(out) >= room:
+            break
+        t = c.unit.start_ms
+        if all(abs(t - s) >= apart_ms for s in starts):
+            starts.append(t)
+            out.append(c)
+    return out
 
 
 def _round_robin_by_day(cands: list[Cand], clock: HouseClock) -> list[Cand]:

@@ -145,4 +145,5 @@ def make_encoder(s: SearchSettings, encoder: str):
         return MultilingualEncoder(threads=s.encoder_threads)
     from models.embed import Embedder
 
-    return Embedder(s.embedding_model, s.embedding_tokenizer, threads=s.encoder_threads, query_int8=s.query_int8)
+    return Embedder(s.embedding_model, s.embedding_tokenizer, threads=s.encoder_threads, query_int8=s.query_int8,
+                    units_int8=s.units_int8)

@@ -10,17 +10,20 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import os
+import queue
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
 
 from models.errors import ModelError
-from models.query_graph import query_graph
+from models.query_graph import DISABLED, RECIPE, query_graph
 
 logger = logging.getLogger(__name__)
 DIM = 384
-QUERY_BATCH = 4  # up to this many texts go to the one-thread query session
+BATCH = 16  # texts a session embeds at a time (16 to 32 measured alike; 64 and more slower)
 _checked: set[Path] = set()
 
 
@@ -48,11 +51,15 @@ class Embedder:
     languages = "en"  # reads the English lines of a unit only
 
     def __init__(self, model: Path | None = None, tokenizer: Path | None = None, *, max_tokens: int = 128,
-                 threads: int = 0, query_threads: int = 1, query_int8: bool = True):
-        """`query_threads`: a second session for a few short texts (a question): one thread there
-        spent 16 ms against 23 ms with two on 2 busy cores (the threads wait on each other at each of
-        the graph's ~300 nodes); 0 uses the batch session for those too. `query_int8`: that session
-        runs the graph with int8 MatMul weights (`models.query_graph`: about twice as fast)."""
+                 threads: int = 0, query_threads: int = 1, query_int8: bool = True, units_int8: bool = True):
+        """Units are embedded in batches of `BATCH` texts spread over `threads` one-thread
+        sessions (0: one per core, at most 4): on 2 cores two sessions side by side embedded 213
+        units/s against 170 for one session of two threads, whose threads wait on each other at
+        each of the graph's ~300 nodes. `query_threads`: a session of its own for a question's
+        few short texts, so a question never queues behind a batch (0 uses the batch sessions).
+        `query_int8` / `units_int8`: those run the int8 graph (`models.query_graph`: about twice
+        as fast; vectors at cosine 0.993 to the float graph's); units_int8 implies query_int8, so
+        that questions and units share one graph."""
         import onnxruntime as ort
         from tokenizers import Tokenizer
 
@@ -62,49 +69,57 @@ class Embedder:
         for p in (model, tokenizer):
             if not Path(p).exists():
                 raise ModelError(f"embedding model file not found: {p}")
-        opts = ort.SessionOptions()
-        if threads:
-            opts.intra_op_num_threads = threads
-        # idle threads sleep rather than spin: the box is shared with the LLM and the recogniser
-        opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
-        self.session = ort.InferenceSession(str(model), opts, providers=["CPUExecutionProvider"])
-        self.query_session, self.query_model = self.session, Path(model)
-        if query_threads:
-            qopts = ort.SessionOptions()
-            qopts.intra_op_num_threads = query_threads
-            qopts.add_session_config_entry("session.intra_op.allow_spinning", "0")
-            self.query_session = ort.InferenceSession(str(model), qopts, providers=["CPUExecutionProvider"])
-            qmodel = query_graph(Path(model)) if query_int8 else None
-            self.question_session = self.query_session
-            if qmodel is not None:
-                self.question_session = ort.InferenceSession(str(qmodel), qopts, providers=["CPUExecutionProvider"])
-                self.query_model = qmodel
-        self.inputs = {i.name for i in self.session.get_inputs()}
+        int8 = query_graph(Path(model)) if (query_int8 or units_int8) else None
+        unit_model = int8 if units_int8 and int8 is not None else Path(model)
+
+        def session(path: Path):
+            opts = ort.SessionOptions()
+            opts.intra_op_num_threads = 1
+            return ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"],
+                                        disabled_optimizers=DISABLED)
+
+        n = threads or max(1, min(4, os.cpu_count() or 1))
+        self.sessions: queue.SimpleQueue = queue.SimpleQueue()
+        for _ in range(n):
+            self.sessions.put(session(unit_model))
+        self._pool = ThreadPoolExecutor(n, thread_name_prefix="embed") if n > 1 else None
+        self.query_model = int8 if int8 is not None and query_int8 else Path(model)
+        self.question_session = session(self.query_model) if query_threads else None
+        probe = self.sessions.get()
+        self.inputs = {i.name for i in probe.get_inputs()}
+        self.sessions.put(probe)
         self.tokenizer = Tokenizer.from_file(str(tokenizer))
         self.tokenizer.enable_truncation(max_tokens)
         self.tokenizer.no_padding()
-        self.name = Path(model).parent.name + "/" + Path(model).name
-        self._lock = threading.Lock()
+        # the stored vectors' model: a new graph re-embeds the memory once
+        self.name = Path(model).parent.name + "/" + Path(model).name + (f"+{RECIPE}" if unit_model != Path(model) else "")
+        self.units_model = unit_model
         self._query_lock = threading.Lock()
         self.dim = DIM
 
-    def embed(self, texts: list[str], batch: int = 32) -> np.ndarray:
+    def embed(self, texts: list[str], batch: int = BATCH) -> np.ndarray:
         """float32 [n, dim], unit length. Texts are tokenized at once and sorted by their number of
-        tokens, so a batch pads little (sorting by characters left 11 % of the week's tokens padding)."""
+        tokens, so a batch pads little (sorting by characters left 11 % of the week's tokens padding);
+        the batches go to the sessions side by side."""
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
         encs = self.tokenizer.encode_batch([t or " " for t in texts])
         order = sorted(range(len(texts)), key=lambda i: len(encs[i].ids))
-        for s in range(0, len(order), batch):
-            idx = order[s:s + batch]
-            out[idx] = self._run([encs[i] for i in idx])
+        parts = [order[s:s + batch] for s in range(0, len(order), batch)]
+
+        def one(idx: list[int]) -> tuple[list[int], np.ndarray]:
+            return idx, self._run([encs[i] for i in idx])
+
+        for idx, vecs in (self._pool.map(one, parts) if self._pool and len(parts) > 1 else map(one, parts)):
+            out[idx] = vecs
         return out
 
     def embed_query(self, texts: list[str]) -> np.ndarray:
-        """As `embed`, for a question's few texts: one thread, through the int8 graph when there
-        is one (stored vectors always come from `embed`)."""
+        """As `embed`, for a question's few texts: one text at a time on the question's own session."""
         encs = self.tokenizer.encode_batch([t or " " for t in texts])
-        session = getattr(self, "question_session", None)
-        return np.concatenate([self._run([e], session) for e in encs]) if encs else self.embed([])
+        if self.question_session is None or not encs:
+            return self.embed(texts)
+        with self._query_lock:
+            return np.concatenate([self._run([e], self.question_session) for e in encs])
 
     def _run(self, encs, session=None) -> np.ndarray:
         n = max(len(e.ids) for e in encs)
@@ -116,9 +131,14 @@ class Embedder:
         feed = {"input_ids": ids, "attention_mask": mask}
         if "token_type_ids" in self.inputs:
             feed["token_type_ids"] = np.zeros_like(ids)
-        small = session is not None or (len(encs) <= QUERY_BATCH and self.query_session is not self.session)
-        with self._query_lock if small else self._lock:
-            hidden = (session or (self.query_session if small else self.session)).run(None, feed)[0]
+        if session is not None:
+            hidden = session.run(None, feed)[0]
+        else:
+            own = self.sessions.get()  # one session per thread at a time
+            try:
+                hidden = own.run(None, feed)[0]
+            finally:
+                self.sessions.put(own)
         m = mask[:, :, None].astype(np.float32)
         pooled = (hidden * m).sum(1) / np.maximum(m.sum(1), 1e-9)
         return pooled / np.maximum(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12)

@@ -101,3 +101,23 @@ def test_planned_requests_search_one_agent_each(house, clock):
     egomas = MemorySearch(pool.store, AnswerSettings(agent_search="egomas", score_threshold=1e6, keep_best=False),
                           pool.make("default"))
     assert egomas.for_agent(Request("A2_ALICE", "screwdriver"), q) == []  # EgoMAS's threshold applies
+
+
+def test_spread_reaches_more_moments_without_losing_the_best(pool, clock):
+    """With `spread_minutes`, a first pass takes at most `spread_units` units within that many
+    minutes of each other: the 15 units cover more distinct moments, the best unit stays first."""
+    q = ("What did we discuss this morning about the dessert?", ())
+
+    def moments(units, within=120_000):
+        starts, n = sorted(u.start_ms for u in units), 0
+        for i, t in enumerate(starts):
+            n += all(t - s > within for s in starts[:i])
+        return n
+
+    plain = ask(pool, clock, "default", *q, at="DAY1 12:50:00").units
+    pool_spread = pool.make("default", {"spread_minutes": 2.0, "spread_units": 1})
+    spread = pool_spread.retrieve(Query(q[0], clock.parse("DAY1 12:50:00"), (), asker="A1_JAKE", budget=15)).units
+    assert len(spread) == len(plain) == 15
+    assert spread[0].id == plain[0].id
+    assert moments(spread) > moments(plain), (moments(spread), moments(plain))
+    assert len({u.start_ms for u in spread}) == 15

@@ -69,28 +69,57 @@ def test_real_minilm_ranks_a_paraphrase_first():
     assert np.allclose(np.linalg.norm([q, *docs], axis=1), 1.0, atol=1e-4)
 
 
-def test_questions_run_through_an_int8_graph_made_once(tmp_path, monkeypatch):
-    """The question session's graph (int8 MatMul weights) is made once into the model cache and
-    gives the float graph's vectors to within a few hundredths; the units keep the float graph."""
+def test_units_and_questions_share_an_int8_graph_made_once(tmp_path, monkeypatch):
+    """The int8 graph (int8 MatMul weights, NaN guards dropped, GELUs fused) is made once into the
+    model cache; units and questions both run through it, to within a few hundredths of the float
+    graph, and the stored vectors' model name says which graph made them (a change re-embeds)."""
+    import onnx
+
     from models.embed import Embedder, bundled_paths
 
     monkeypatch.setenv("CHORUS_MODEL_CACHE", str(tmp_path))
     texts = ["Who used the screwdriver first?\nTasha / Alice / Shure / Lucia",
              "What were we talking about at lunch?", "Jake is tightening screws on the rack with a screwdriver.",
              "Lucia eats watermelon in the kitchen."]
-    fast, slow = Embedder(), Embedder(query_int8=False)
+    fast, slow = Embedder(threads=2), Embedder(query_int8=False, units_int8=False)
     assert fast.query_model.parent == tmp_path and fast.query_model.name.endswith(".query-int8.onnx")
-    assert slow.query_model == bundled_paths()[0]
+    assert fast.units_model == fast.query_model and slow.query_model == slow.units_model == bundled_paths()[0]
+    assert fast.name != slow.name and slow.name.endswith("model.onnx")
+    ops = [n.op_type for n in onnx.load(str(fast.query_model)).graph.node]
+    assert "IsNaN" not in ops and "Erf" not in ops and ops.count("Gelu") == 6 and "MatMulInteger" in ops
     made = fast.query_model.stat().st_mtime_ns
     assert Embedder().query_model.stat().st_mtime_ns == made  # kept, not made again
     q, f = fast.embed_query(texts), slow.embed_query(texts)
-    assert np.allclose(f, slow.embed(texts), atol=1e-5)
+    assert np.allclose(f, slow.embed(texts), atol=1e-5)  # the float graph, one text or a batch
     assert not np.array_equal(q, f)  # another graph did run
     assert ((q * f).sum(1) > 0.97).all()
-    assert np.allclose(fast.embed(texts[:1]), slow.embed(texts[:1]), atol=1e-5)  # what is stored: float
-    assert np.allclose(fast.embed(texts), slow.embed(texts), atol=1e-5)
-    docs = f[2:]
+    u = fast.embed(texts * 10)  # 40 texts: batches on both sessions side by side
+    assert u.shape == (40, 384) and np.allclose(np.linalg.norm(u, axis=1), 1, atol=1e-4)
+    assert ((u[:4] * f).sum(1) > 0.97).all() and ((u[:4] * q).sum(1) > 0.97).all()
+    assert np.allclose(u[:4], u[4:8], atol=0.03)  # the same text in other batches
+    docs = u[2:4]
     assert int(np.argmax(docs @ q[0])) == int(np.argmax(docs @ f[0])) == 0
+
+
+def test_the_int8_graph_s_rewrites_keep_its_numbers(tmp_path, monkeypatch):
+    """Dropping the softmax NaN guards and fusing the GELUs changes no output beyond float noise."""
+    import onnxruntime as ort
+
+    from models.embed import bundled_paths
+    from models.query_graph import _make, simplify
+
+    monkeypatch.setattr("models.query_graph.simplify", lambda path: (0, 0))  # the quantized graph as it was
+    plain = tmp_path / "plain.onnx"
+    _make(bundled_paths()[0], plain)
+    rewritten = tmp_path / "rewritten.onnx"
+    rewritten.write_bytes(plain.read_bytes())
+    assert simplify(rewritten) == (6, 6)
+    ids = np.array([[101, 2040, 2109, 1996, 11213, 2034, 102, 0, 0], [101, 7570, 2003, 2437, 1037, 3419, 102, 0, 0]])
+    mask = (ids > 0).astype(np.int64)
+    feed = {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
+    a, b = (ort.InferenceSession(str(p), providers=["CPUExecutionProvider"]).run(None, feed)[0]
+            for p in (plain, rewritten))
+    assert np.abs(a - b).max() < 1e-3 and not np.isnan(b).any()
 
 
 def test_a_graph_the_quantizer_cannot_read_leaves_questions_float(tmp_path, monkeypatch, caplog):
@@ -100,7 +129,7 @@ def test_a_graph_the_quantizer_cannot_read_leaves_questions_float(tmp_path, monk
     bad = tmp_path / "model.onnx"
     bad.write_bytes(b"not an onnx graph")
     assert query_graph(bad) is None
-    assert "question encoder stays float32" in caplog.text
+    assert "encoder stays float32" in caplog.text
     assert not list((tmp_path / "cache").glob("*.onnx"))
 
 
