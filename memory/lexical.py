@@ -68,6 +68,7 @@ class LexicalIndex:
         self.last_refresh: dict = {}
         self._unsaved = False  # a shard could not be saved: the manifest on disk must stay older
         self._by_id: tuple[np.ndarray, np.ndarray] | None = None  # agent and start by row id (`spans`)
+        self._df: dict[str, int] = {}  # a token's document frequency over every shard (`_global_df`)
         self._load()
 
     # -- building -----------------------------------------------------------------------
@@ -81,6 +82,7 @@ class LexicalIndex:
         if rev < self.seen_rev:  # a different or rebuilt database: start over
             self._by_id = None
             self.shards.clear()
+            self._df.clear()
             self.seen_rev = 0
         keys = [
             r[0]
@@ -102,6 +104,7 @@ class LexicalIndex:
     def rebuild(self) -> None:
         self._by_id = None
         self.shards.clear()
+        self._df.clear()
         self.seen_rev = 0
         if self.folder and self.folder.exists():
             shutil.rmtree(self.folder)
@@ -116,6 +119,7 @@ class LexicalIndex:
         ).fetchall()
         if not rows:
             self.shards.pop(key, None)
+            self._df.clear()
             self._drop_files(key)
             return
         bm = bm25s.BM25()
@@ -130,13 +134,22 @@ class LexicalIndex:
         )
         fill_df(shard)
         self.shards[key] = shard
+        self._df.clear()
         self._save_shard(shard)
 
     # -- searching ----------------------------------------------------------------------
     def idf(self, token: str) -> float:
         n = sum(s.n for s in self.shards.values())
-        df = sum(s.df.get(token, 0) for s in self.shards.values())
+        df = self._global_df(token)
         return _idf(n, df) if df else 0.0
+
+    def _global_df(self, token: str) -> int:
+        """The token's document frequency over every shard, kept until a shard changes (it was
+        summed over every day shard for each of a question's tokens at every search)."""
+        df = self._df.get(token)
+        if df is None:
+            df = self._df[token] = sum(s.df.get(token, 0) for s in self.shards.values())
+        return df
 
     def containing(self, token: str) -> np.ndarray:
         """Ids of the rows whose text has `token` (from the index's own postings: no re-tokenizing)."""
@@ -171,7 +184,7 @@ class LexicalIndex:
         if not weights or not self.shards:
             return []
         n_all = sum(s.n for s in self.shards.values())
-        gidf = {t: _idf(n_all, sum(s.df.get(t, 0) for s in self.shards.values())) for t in weights}
+        gidf = {t: _idf(n_all, self._global_df(t)) for t in weights}
         agent_arr = np.array(sorted(set(agents)), dtype=np.int32) if agents is not None else None
         cuts = [x for x in (as_of, end_ms) if x is not None]
         hi = min(cuts) if cuts else None
@@ -213,7 +226,7 @@ class LexicalIndex:
         if not tokens or not self.shards:
             return [[] for _ in ws]
         n_all = sum(s.n for s in self.shards.values())
-        gidf = {t: _idf(n_all, sum(s.df.get(t, 0) for s in self.shards.values())) for t in tokens}
+        gidf = {t: _idf(n_all, self._global_df(t)) for t in tokens}
         common = {t: w for t, w in ws[0].items() if all(x.get(t) == w for x in ws[1:])}
         agent_arr = np.array(sorted(set(agents)), dtype=np.int32) if agents is not None else None
         floor = [0.0] * len(ws)  # per query: a score the k-th best overall is known to reach
@@ -270,6 +283,7 @@ class LexicalIndex:
         for key in keys:
             try:
                 self.shards[key] = read_shard(self.folder, key)
+                self._df.clear()
             except Exception as e:  # truncated by a crash, a full disk, a bad sector: it is only a cache
                 logger.warning("%s index shard %d unreadable (%s: %s): rebuilding it", self.source.name, key,
                                type(e).__name__, e)
