@@ -13,11 +13,12 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-# Rates on 2 cores, for the estimate only (README, Figures): MiniLM int8 over the week's units
-# (`chorus index`), USE multilingual likewise, and one 10-minute window by each bundled model
-# (a model by path: as base).
-EMBED_UNITS_S = {"minilm": 60.0, "use-multilingual": 11.0}
-WINDOW_S = {"tiny": 10.5, "base": 46.1, "small": 21.9}
+# Rates on 2 cores, for the estimate only (README, Figures): the daemon's first start over the
+# imported week (`tests/bench_first_start.py --watch`: MiniLM's 31,823 units in 225 s beside the
+# consolidation, one window by base in 21 to 27 s); USE multilingual and the other models from
+# earlier runs (a model by path: as base).
+EMBED_UNITS_S = {"minilm": 140.0, "use-multilingual": 11.0}
+WINDOW_S = {"tiny": 10.5, "base": 22.0, "small": 21.9}
 TABLES = {"minilm": ("segments", "events"), "use-multilingual": ("segments_use", "events_use")}
 
 

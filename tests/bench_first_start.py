@@ -5,7 +5,7 @@
 The memory (`--db`, the week as `chorus import egolife` left it, not consolidated; embedded or
 not: the copy's vectors are dropped) is copied to a temporary folder; a mosquitto broker is started
 there and the daemon with its own defaults (the bundled base model, the rule planner; only the
-broker's port, the house's time zone and the log level are set). From the daemon's ready line,
+broker's port and the log level are set). From the daemon's ready line,
 the README's questions are asked over MQTT one after another, as a person would at once: the
 seconds from the ready line to each answer, the answer and its stage timings, and the catch-up
 the daemon announced. Not a test: run by hand; prints one line per question and the ready lines.
@@ -52,17 +52,36 @@ def fresh_copy(db: Path, into: Path) -> Path:
     return out
 
 
+def follow(db: Path, seconds: float, since: float) -> None:
+    """Units still to embed and windows still to consolidate, every 15 s, read-only."""
+    from daemon.readiness import backlog
+    from memory.store import Store
+
+    end = time.time() + seconds
+    while time.time() < end:
+        store = Store(db, readonly=True)
+        try:
+            b = backlog(store)
+        finally:
+            store.close()
+        print(f"  {time.time() - since:6.0f} s after ready: {b.units:,} units to embed, {b.windows} windows", flush=True)
+        if b.empty:
+            return
+        time.sleep(15)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--db", type=Path, required=True)
     ap.add_argument("--questions", type=int, default=len(QUESTIONS))
+    ap.add_argument("--watch", type=float, default=0, help="then follow the catch-up this many seconds")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         db = fresh_copy(args.db, folder)
         broker = Mosquitto(folder)
         env = {k: v for k, v in daemon_env(broker.port).items()
-               if k.startswith(("CHORUS__MQTT__", "CHORUS__HOUSE__", "CHORUS_LOG")) or not k.startswith("CHORUS")}
+               if k.startswith(("CHORUS__MQTT__", "CHORUS_LOG")) or not k.startswith("CHORUS")}
         log = folder / "daemon.log"
         t0 = time.time()
         proc = start_daemon(db, env, log)
@@ -76,16 +95,18 @@ def main() -> None:
             for i, q in enumerate(QUESTIONS[: args.questions]):
                 body = q | {"id": f"first-{i}", "reply_to": f"bench/answers/first-{i}"}
                 a = __import__("asyncio").run(_ask(broker.port, body, body["reply_to"]))
-                print(json.dumps({"question": q["question"], "seconds_after_ready": round(time.time() - ready, 1),
-                                  "status": a.get("status"), "answer": a.get("answer"), "mode": a.get("mode"),
-                                  "timings": a.get("timings"), "evidence": len(a.get("evidence") or [])},
+                print(json.dumps({"question": q["question"], "seconds_after_ready": round(time.time() - ready, 1)}
+                                 | {k: v for k, v in a.items() if k != "evidence"}
+                                 | {"evidence": [e.get("text", "")[:80] for e in a.get("evidence") or []][:3]},
                                  ensure_ascii=False), flush=True)
+            follow(db, args.watch, ready)
         finally:
             proc.send_signal(signal.SIGTERM)
             proc.wait(120)
             broker.stop()
-            tail = [ln for ln in log.read_text(errors="replace").splitlines() if "embedded" in ln or "consolidat" in ln]
-            print("\n".join("  " + ln[-200:] for ln in tail[-4:]))
+            lines = log.read_text(errors="replace").splitlines()
+            tail = [ln for ln in lines if any(w in ln for w in ("embedded", "consolidat", "WARNING", "ERROR", "index"))]
+            print("\n".join("  " + ln[-300:] for ln in tail[-12:]))
 
 
 if __name__ == "__main__":
