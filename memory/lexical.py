@@ -68,7 +68,7 @@ class LexicalIndex:
         self.last_refresh: dict = {}
         self._unsaved = False  # a shard could not be saved: the manifest on disk must stay older
         self._by_id: tuple[np.ndarray, np.ndarray] | None = None  # agent and start by row id (`spans`)
-        self._df: dict[str, int] = {}  # a token's document frequency over every shard (`_global_df`)
+        self._df: dict[str, int] = {}  # token -> document frequency over every shard (`_global_df`)
         self._load()
 
     # -- building -----------------------------------------------------------------------
@@ -94,6 +94,7 @@ class LexicalIndex:
             self._build(key, rev)
         if keys:
             self._by_id = None
+            self._df.clear()
         self.seen_rev = rev
         self._save_manifest()
         self.last_refresh = {"shards": keys, "seconds": time.perf_counter() - t0}
@@ -119,7 +120,6 @@ class LexicalIndex:
         ).fetchall()
         if not rows:
             self.shards.pop(key, None)
-            self._df.clear()
             self._drop_files(key)
             return
         bm = bm25s.BM25()
@@ -134,7 +134,6 @@ class LexicalIndex:
         )
         fill_df(shard)
         self.shards[key] = shard
-        self._df.clear()
         self._save_shard(shard)
 
     # -- searching ----------------------------------------------------------------------
@@ -144,8 +143,7 @@ class LexicalIndex:
         return _idf(n, df) if df else 0.0
 
     def _global_df(self, token: str) -> int:
-        """The token's document frequency over every shard, kept until a shard changes (it was
-        summed over every day shard for each of a question's tokens at every search)."""
+        """The token's document frequency over every shard, kept until a shard changes."""
         df = self._df.get(token)
         if df is None:
             df = self._df[token] = sum(s.df.get(token, 0) for s in self.shards.values())
@@ -283,7 +281,6 @@ class LexicalIndex:
         for key in keys:
             try:
                 self.shards[key] = read_shard(self.folder, key)
-                self._df.clear()
             except Exception as e:  # truncated by a crash, a full disk, a bad sector: it is only a cache
                 logger.warning("%s index shard %d unreadable (%s: %s): rebuilding it", self.source.name, key,
                                type(e).__name__, e)
