@@ -136,3 +136,21 @@ def test_search_many_is_search_of_each_query(store):
             assert np.allclose([s for _, s in got], [s for _, s in want], rtol=1e-5)
             cut = want[-1][1] + 1e-5  # rows tied at the k-th score may be either (the texts repeat)
             assert {i for i, s in got if s > cut} == {i for i, s in want if s > cut}
+
+
+def test_the_kept_document_frequencies_follow_new_rows(filled):
+    """A token's document frequency over every shard is kept between searches and made again when
+    a refresh changes a shard: a word that becomes common weighs less, as a new index would say."""
+    ix = LexicalIndex(filled)
+    ix.refresh()
+    (cable,) = tokenize("cable")
+    rare = ix.idf(cable)
+    assert rare > 0
+    first = ix.search(tokenize("cable"), k=3)
+    filled.add([obs("alice", 4, 1000 + 60 * i, f"cable number{i}") for i in range(6)])
+    ix.refresh()
+    fresh = LexicalIndex(filled, folder=filled.path + ".other")
+    fresh.refresh()
+    assert ix.idf(cable) < rare and ix.idf(cable) == pytest.approx(fresh.idf(cable))
+    assert ix.search(tokenize("cable"), k=10) == fresh.search(tokenize("cable"), k=10)
+    assert first[0][1] > ix.search(tokenize("cable"), k=1)[0][1]
