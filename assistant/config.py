@@ -88,7 +88,8 @@ class SearchSettings(BaseModel):
         None, description="With encoder 'minilm': a sentence-transformers ONNX export (default: the bundled "
         "all-MiniLM-L6-v2 int8).")
     embedding_tokenizer: Path | None = Field(None, description="Its tokenizer.json (with embedding_model).")
-    encoder_threads: int = Field(0, ge=0, le=512, description="CPU threads of the sentence encoder (0: all cores).")
+    encoder_threads: int = Field(0, ge=0, le=512, description="CPU threads of the sentence encoder (0: all cores; "
+                                 "MiniLM runs one single-thread session per thread, at most 8).")
     query_int8: bool = Field(True, description="With encoder 'minilm': embed questions with int8 MatMul weights "
                              "(made once into the model cache; about twice as fast, vectors at cosine 0.99 to float).")
     units_int8: bool = Field(True, description="With encoder 'minilm': embed units through the same int8 graph as "

@@ -24,6 +24,7 @@ from models.query_graph import DISABLED, RECIPE, query_graph
 logger = logging.getLogger(__name__)
 DIM = 384
 BATCH = 16  # texts a session embeds at a time (16 to 32 measured alike; 64 and more slower)
+MAX_SESSIONS = 8  # one-thread sessions at most, whatever `threads` asks
 _checked: set[Path] = set()
 
 
@@ -57,9 +58,9 @@ class Embedder:
         units/s against 170 for one session of two threads, whose threads wait on each other at
         each of the graph's ~300 nodes. `query_threads`: a session of its own for a question's
         few short texts, so a question never queues behind a batch (0 uses the batch sessions).
-        `query_int8` / `units_int8`: those run the int8 graph (`models.query_graph`: about twice
-        as fast; vectors at cosine 0.993 to the float graph's); units_int8 implies query_int8, so
-        that questions and units share one graph."""
+        `query_int8` / `units_int8`: those run the int8 graph (`models.query_graph`: about three
+        times as fast; vectors at cosine 0.993 to the float graph's); units_int8 implies
+        query_int8, so that questions and units share one graph."""
         import onnxruntime as ort
         from tokenizers import Tokenizer
 
@@ -78,12 +79,13 @@ class Embedder:
             return ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"],
                                         disabled_optimizers=DISABLED)
 
-        n = threads or max(1, min(4, os.cpu_count() or 1))
+        n = max(1, min(threads or 4, os.cpu_count() or 1, MAX_SESSIONS))
         self.sessions: queue.SimpleQueue = queue.SimpleQueue()
         for _ in range(n):
             self.sessions.put(session(unit_model))
         self._pool = ThreadPoolExecutor(n, thread_name_prefix="embed") if n > 1 else None
-        self.query_model = int8 if int8 is not None and query_int8 else Path(model)
+        # with units_int8, questions share the units' graph whatever query_int8 says
+        self.query_model = int8 if int8 is not None and (query_int8 or units_int8) else Path(model)
         self.question_session = session(self.query_model) if query_threads else None
         probe = self.sessions.get()
         self.inputs = {i.name for i in probe.get_inputs()}
@@ -92,7 +94,10 @@ class Embedder:
         self.tokenizer.enable_truncation(max_tokens)
         self.tokenizer.no_padding()
         # the stored vectors' model: a new graph re-embeds the memory once
-        self.name = Path(model).parent.name + "/" + Path(model).name + (f"+{RECIPE}" if unit_model != Path(model) else "")
+        # named by the setting, not by whether the graph could be made this time, so that a cache
+        # that cannot be written one day does not re-embed the memory (float and int8 vectors sit
+        # at cosine 0.99 and mix safely)
+        self.name = Path(model).parent.name + "/" + Path(model).name + (f"+{RECIPE}" if units_int8 else "")
         self.units_model = unit_model
         self._query_lock = threading.Lock()
         self.dim = DIM

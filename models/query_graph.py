@@ -15,7 +15,7 @@ fusion does not match, becomes one `Gelu` node (onnxruntime then folds its bias 
 are opened without onnxruntime's SkipLayerNormalization fusion, whose CPU kernel is slower than
 the Add and LayerNormalization it replaces (`DISABLED`). 16 units of 92 tokens on one thread:
 231 ms through the float graph, 116 ms int8, 82 ms with all of the above. With
-`retrieval.embed_int8` (default) units are embedded through it too, so questions and units
+`retrieval.units_int8` (default) units are embedded through it too, so questions and units
 share one graph. Any failure (the `onnx` package missing, an export the quantizer cannot read)
 is a warning and the float graph serves.
 """
@@ -66,7 +66,30 @@ def _make(model: Path, target: Path) -> None:
         finally:
             logging.getLogger().removeFilter(hush)
         simplify(part)
+        _check(model, part)
         os.replace(part, target)
+
+
+def _check(model: Path, made: Path) -> None:
+    """The graph made must load and give the source graph's outputs on a small batch to within
+    int8's rounding, or it is not used (the caller falls back to the float graph)."""
+    import numpy as np
+    import onnxruntime as ort
+
+    ids = np.array([[101, 2040, 2109, 1996, 11213, 2034, 102, 0], [101, 7570, 2003, 2437, 1037, 3419, 2185, 102]])
+    want, got = (ort.InferenceSession(str(p), providers=["CPUExecutionProvider"], disabled_optimizers=DISABLED)
+                 for p in (model, made))
+    names = {i.name for i in want.get_inputs()}
+    feed = {k: v for k, v in {"input_ids": ids, "attention_mask": (ids > 0).astype(np.int64),
+                              "token_type_ids": np.zeros_like(ids)}.items() if k in names}
+    a, b = want.run(None, feed)[0], got.run(None, feed)[0]
+    if a.shape != b.shape or np.isnan(b).any():
+        raise ValueError(f"the int8 graph gives {b.shape} where the float one gives {a.shape}, or NaN")
+    m = (ids > 0)[:, :, None]
+    pa, pb = (a * m).sum(1), (b * m).sum(1)  # mean-pooled, as the encoder reads it
+    cos = (pa * pb).sum(1) / (np.linalg.norm(pa, axis=1) * np.linalg.norm(pb, axis=1))
+    if cos.min() < 0.97:
+        raise ValueError(f"the int8 graph strays from the float one (cosine {cos.min():.3f})")
 
 
 def simplify(path: Path) -> tuple[int, int]:
@@ -98,11 +121,12 @@ def _links(graph):
 
 def _drop_nan_guards(graph) -> int:
     """`Where(IsNaN(p), c, p)` -> `p`."""
-    made, _ = _links(graph)
+    made, users = _links(graph)
     drop, rename = set(), {}
     for n in graph.node:
         guard = made.get(n.input[0]) if n.op_type == "Where" and len(n.input) == 3 else None
-        if guard is not None and guard.op_type == "IsNaN" and guard.input[0] == n.input[2]:
+        if (guard is not None and guard.op_type == "IsNaN" and guard.input[0] == n.input[2]
+                and getattr(made.get(n.input[2]), "op_type", "") == "Softmax" and len(users[guard.output[0]]) == 1):
             rename[n.output[0]] = n.input[2]
             drop.update((id(n), id(guard)))
     _replace(graph, drop, {}, rename)

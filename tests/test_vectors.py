@@ -133,6 +133,29 @@ def test_a_graph_the_quantizer_cannot_read_leaves_questions_float(tmp_path, monk
     assert not list((tmp_path / "cache").glob("*.onnx"))
 
 
+def test_a_rewrite_that_spoils_the_graph_is_not_used(tmp_path, monkeypatch, caplog):
+    """The made graph is checked against the float one before it is kept: a rewrite that changes
+    its numbers leaves the encoder on the float graph, with a warning, and nothing in the cache."""
+    import onnx
+
+    from models.embed import bundled_paths
+    from models.query_graph import query_graph
+
+    def spoil(path):  # every GELU dropped: the graph still loads, its numbers are wrong
+        m = onnx.load(str(path))
+        for n in m.graph.node:
+            if n.op_type == "Erf":
+                n.op_type = "Neg"
+        onnx.save(m, str(path))
+        return 0, 0
+
+    monkeypatch.setenv("CHORUS_MODEL_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr("models.query_graph.simplify", spoil)
+    assert query_graph(bundled_paths()[0]) is None
+    assert "encoder stays float32" in caplog.text and "strays" in caplog.text
+    assert not list((tmp_path / "cache").glob("*.onnx"))
+
+
 def test_missing_model_file_is_a_clear_error(tmp_path):
     from models.embed import Embedder
     from models.errors import ModelError
