@@ -280,11 +280,11 @@ class HybridRetriever:
             for c in strong[: int(budget * self.s.curation_share)]:
                 take(c)
         spread = int(round(budget * self.s.spread_share)) if self.s.spread_minutes > 0 else 0
-        for c in ranked:
-            if len(out) >= budget - spread:
-                break
-            take(c)
-        if spread:
+        if spread:  # the best first, then the rest of the budget to other moments
+            for c in ranked:
+                if len(out) >= budget - spread:
+                    break
+                take(c)
             for c in _new_moments(ranked, budget - len(out), self.s.spread_minutes * 60_000, out):
                 take(c)
         for c in ranked:

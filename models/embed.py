@@ -54,7 +54,7 @@ class Embedder:
     def __init__(self, model: Path | None = None, tokenizer: Path | None = None, *, max_tokens: int = 128,
                  threads: int = 0, query_threads: int = 1, query_int8: bool = True, units_int8: bool = True):
         """Units are embedded in batches of `BATCH` texts spread over `threads` one-thread
-        sessions (0: one per core, at most 4): on 2 cores two sessions side by side embedded 213
+        sessions (0: one per core, at most 4; never more than `MAX_SESSIONS`): on 2 cores two sessions side by side embedded 213
         units/s against 170 for one session of two threads, whose threads wait on each other at
         each of the graph's ~300 nodes. `query_threads`: a session of its own for a question's
         few short texts, so a question never queues behind a batch (0 uses the batch sessions).
@@ -80,21 +80,19 @@ class Embedder:
                                         disabled_optimizers=DISABLED)
 
         n = max(1, min(threads or 4, os.cpu_count() or 1, MAX_SESSIONS))
+        own = [session(unit_model) for _ in range(n)]
+        self.inputs = {i.name for i in own[0].get_inputs()}
         self.sessions: queue.SimpleQueue = queue.SimpleQueue()
-        for _ in range(n):
-            self.sessions.put(session(unit_model))
+        for s in own:
+            self.sessions.put(s)
         self._pool = ThreadPoolExecutor(n, thread_name_prefix="embed") if n > 1 else None
-        # with units_int8, questions share the units' graph whatever query_int8 says
-        self.query_model = int8 if int8 is not None and (query_int8 or units_int8) else Path(model)
+        self.query_model = int8 or Path(model)  # with units_int8, questions share the units' graph
         self.question_session = session(self.query_model) if query_threads else None
-        probe = self.sessions.get()
-        self.inputs = {i.name for i in probe.get_inputs()}
-        self.sessions.put(probe)
         self.tokenizer = Tokenizer.from_file(str(tokenizer))
         self.tokenizer.enable_truncation(max_tokens)
         self.tokenizer.no_padding()
-        # the stored vectors' model: a new graph re-embeds the memory once
-        # named by the setting, not by whether the graph could be made this time, so that a cache
+        # the stored vectors' model (a new one re-embeds the memory once), named by the setting,
+        # not by whether the graph could be made this time, so that a cache
         # that cannot be written one day does not re-embed the memory (float and int8 vectors sit
         # at cosine 0.99 and mix safely)
         self.name = Path(model).parent.name + "/" + Path(model).name + (f"+{RECIPE}" if units_int8 else "")

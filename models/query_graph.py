@@ -32,6 +32,7 @@ from models.bundled import cache_dir, quiet_stderr
 
 logger = logging.getLogger(__name__)
 RECIPE = "fold+dynamic-int8-per-channel+no-nan-guard+gelu-v2"  # part of the marker: a new recipe makes the file again
+DISABLED = ["SkipLayerNormFusion"]  # onnxruntime fusions that cost more than they save here
 
 
 def _digest(path: Path) -> str:
@@ -135,6 +136,8 @@ def _drop_nan_guards(graph) -> int:
 
 def _fuse_gelus(graph) -> int:
     """`x * (0.5 * (1 + erf(x / sqrt 2)))` -> `Gelu(x)` (com.microsoft)."""
+    import onnx
+
     made, users = _links(graph)
     drop, new = set(), {}
     for erf in graph.node:
@@ -153,15 +156,10 @@ def _fuse_gelus(graph) -> int:
         if x not in out.input:
             continue
         drop.update(id(c) for c in chain)
-        new[id(out)] = onnx_node("Gelu", [x], [out.output[0]], out.name + "_gelu")
+        new[id(out)] = onnx.helper.make_node("Gelu", [x], [out.output[0]], name=out.name + "_gelu",
+                                             domain="com.microsoft")
     _replace(graph, drop, new, {})
     return len(new)
-
-
-def onnx_node(op: str, inputs: list[str], outputs: list[str], name: str):
-    import onnx
-
-    return onnx.helper.make_node(op, inputs, outputs, name=name, domain="com.microsoft")
 
 
 def _replace(graph, drop: set[int], new: dict, rename: dict[str, str]) -> None:
@@ -173,8 +171,6 @@ def _replace(graph, drop: set[int], new: dict, rename: dict[str, str]) -> None:
     del graph.node[:]
     graph.node.extend(nodes)
 
-
-DISABLED = ["SkipLayerNormFusion"]  # onnxruntime fusions that cost more than they save here
 
 
 def query_graph(model: Path) -> Path | None:

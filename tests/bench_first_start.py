@@ -14,6 +14,7 @@ the daemon announced. Not a test: run by hand; prints one line per question and 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import shutil
 import signal
@@ -94,7 +95,7 @@ def main() -> None:
                     print("  " + line[-220:])
             for i, q in enumerate(QUESTIONS[: args.questions]):
                 body = q | {"id": f"first-{i}", "reply_to": f"bench/answers/first-{i}"}
-                a = __import__("asyncio").run(_ask(broker.port, body, body["reply_to"]))
+                a = asyncio.run(_ask(broker.port, body, body["reply_to"]))
                 print(json.dumps({"question": q["question"], "seconds_after_ready": round(time.time() - ready, 1)}
                                  | {k: v for k, v in a.items() if k != "evidence"}
                                  | {"evidence": [e.get("text", "")[:80] for e in a.get("evidence") or []][:3]},
