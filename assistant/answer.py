@@ -14,12 +14,12 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from assistant import vote
+from assistant import people, vote, when
 from assistant.agentwise import MemorySearch
 from assistant.config import AnswerSettings, SearchSettings
 from assistant.context import fit_units
-from assistant.frames import FrameFinder, frames_json
-from assistant.guard import EXTRACTIVE, MODEL, NOT_FOUND_MODE, Reply, check_open, extractive, unseen
+from assistant.frames import FrameFinder
+from assistant.guard import EXTRACTIVE, MODEL, NOT_FOUND_MODE, TIMED, Reply, check_open, extractive, unseen
 from assistant.planner import Request, plan
 from assistant.prompts import (
     ANSWER_CHOICE,
@@ -68,7 +68,7 @@ class Answer:
     status: str = "ok"
     error: str = ""
     frames: list = field(default_factory=list)  # (Frame, why, distance) shown with the answer
-    mode: str = MODEL  # model | extractive (the reply was unusable) | not_found
+    mode: str = MODEL  # model | extractive (the reply was unusable) | not_found | timed
     guard: str | None = None  # why the model's reply was not shown as it was
     reply: str | None = None  # the model's own words when they were not shown
     scores: dict | None = None  # multiple choice by scoring: each reading's log-probabilities, picks, seconds
@@ -165,6 +165,14 @@ class Answerer:
         scoring = bool(choices) and can_score(self.llm)
         if scoring and s.choose != "generate":
             return self.score(q, units, messages_for, choices, usage)
+        if not choices and s.open_when and when.asks_when(q.question):
+            u = when.moment(units, q, self.clock)
+            if u is not None:
+                return Reply(when.sentence(u, q, self.clock), None, [units.index(u) + 1], mode=TIMED)
+        if not choices and s.open_who != "generate" and people.asks_who(q.question) and can_score(self.llm):
+            names = people.candidates(q, self.search.agents(q), units)
+            if len(names) >= 2:
+                return self.person(q, units, messages, names, usage)
         scored = self.score(q, units, messages_for, choices, usage, both=True) if scoring and self.also_score else None
         try:
             reply, u = self.llm.json(messages, answer_schema(len(units), choices, s.answer_chars),
@@ -222,6 +230,21 @@ class Answerer:
                              "cyclic": cyclic[0] if cyclic else None,
                              "cyclic_seconds": round(cyclic[1], 3) if cyclic else None, "seconds": round(u.seconds, 3),
                              "evidence": {k: [round(float(x), 4) for x in v] for k, v in readings.items()}})
+
+    def person(self, q: Query, units: list[Unit], messages: list[dict], names: list[str], usage: Usage) -> Reply:
+        """An open "who" question: the people scored (`assistant.people`), the best named with the
+        time of the excerpt that bears them out."""
+        s = self.settings
+        weights = {"mentions": s.vote_mentions, "lexical": s.vote_lexical}
+        try:
+            name, scores, u = people.pick(self.llm, messages, ANSWER_PREFIX, names,
+                                          lambda ns: self.readings(q, units, ns), weights, s.open_who)
+        except ModelError as e:
+            return Reply("", status="error", error=str(e))
+        usage.add(u)
+        cites = supporting(units, name, q.question)
+        return Reply(people.sentence(name, units[cites[0] - 1] if cites else None, q, self.clock.label), None,
+                     cites, scores=scores)
 
     def vote(self, picks: dict, choices: tuple[str, ...], own: list[float], readings: dict[str, np.ndarray]) -> str:
         """The choice: the model's scores of the configured reading plus the evidence's vote
@@ -311,32 +334,3 @@ def _round_robin(lists: list[list[Unit]], budget: int, seen: set[int] | None = N
                 seen.add(xs[rank].id)
                 out.append(xs[rank])
     return out
-
-
-def unit_json(u: Unit, clock: HouseClock, cited: bool | None = None) -> dict:
-    d = {"agent": u.agent, "start": clock.iso(u.start_ms), "end": clock.iso(u.end_ms),
-         "start_ms": u.start_ms, "end_ms": u.end_ms, "text": u.text, "kind": "segment", "ids": list(u.obs_ids)}
-    return d if cited is None else d | {"cited": cited}
-
-
-def answer_json(a: Answer, clock: HouseClock, as_of_ms: int) -> dict:
-    """The answer as it goes out on the wire and in `chorus ask --json`."""
-    g = a.gathered
-    return {
-        "status": a.status, "question": a.question, "as_of": clock.iso(as_of_ms), "answer": a.answer,
-        "choice": a.choice, "cited": a.cited, "error": a.error or None,
-        # model: the model's words; extractive: its reply was unusable (`guard` says why) and the
-        # answer is the evidence itself; not_found: the memory does not hold it
-        "mode": a.mode, "guard": a.guard, "model_reply": a.reply,
-        # what the model cited first, then the rest of what it was shown, so nothing is hidden
-        "evidence": [unit_json(u, clock, a.cited) for u in a.evidence]
-        + [unit_json(u, clock, False) for u in g.units if u not in a.evidence],
-        "plan": {"planner": g.planner, "requests": [{"agent": r.agent, "query": r.query} for r in g.requests]},
-        "events": [{"who": list(e.who), "what": e.what, "where": e.where, "how": e.how,
-                    "start": clock.iso(e.start_ms), "end": clock.iso(e.end_ms)} for e in g.events],
-        "frames": frames_json(a.frames, clock),
-        "context": {"units": len(g.units), "tokens": a.context_tokens},
-        "timings_ms": {k: round(v, 1) for k, v in a.timings_ms.items()},
-        "tokens": {"prompt": a.usage.prompt_tokens, "completion": a.usage.completion_tokens,
-                   "cached": a.usage.cached_tokens},  # cached: prompt tokens the model's state already held
-    }

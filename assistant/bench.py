@@ -8,6 +8,7 @@ from collections.abc import Callable, Iterable
 
 import numpy as np
 
+from assistant import vote
 from assistant.answer import Answerer
 from assistant.config import AnswerSettings
 from assistant.context import fit_units, shown_lines
@@ -126,9 +127,11 @@ class Planned:
         return Retrieved(g.units, {"retrieval": sum(g.timings_ms.values())})
 
 
-def nearest_option(embed: Callable[[list[str]], np.ndarray], answer: str, options: list[str]) -> tuple[str, list[float]]:
-    """The letter of the option closest to a free answer (cosine of sentence vectors), and every cosine."""
-    v = embed([answer, *options])
+def nearest_option(embed: Callable[[list[str]], np.ndarray], answer: str, options: list[str],
+                   asker: str | None = None) -> tuple[str, list[float]]:
+    """The letter of the option closest to a free answer (cosine of sentence vectors), and every cosine;
+    an option that is the asker ("Me", "Me, Lucia") is read with the asker's name, as the answer names them."""
+    v = embed([answer, *(vote.as_asker(o, asker) for o in options)])
     v = v / np.maximum(np.linalg.norm(v, axis=1, keepdims=True), 1e-9)
     cos = [round(float(x), 4) for x in v[1:] @ v[0]]
     return "ABCD"[int(np.argmax(cos))], cos
@@ -153,20 +156,21 @@ def run_answers(
     for item in progress(items):
         q = Query(item.question, item.query_ms, () if open_mode else item.options, asker=asker)
         for name, answerer in cells.items():
-            rows[name].append(_answer_row(item, answerer.answer(q), embed if open_mode else None, clock))
+            rows[name].append(_answer_row(item, answerer.answer(q), embed if open_mode else None, clock, asker))
     return {"questions": len(items), "cells": {name: _answer_entry(rs) for name, rs in rows.items()}}
 
 
-def _answer_row(item: QAItem, a, embed, clock: HouseClock) -> dict:
+def _answer_row(item: QAItem, a, embed, clock: HouseClock, asker: str | None = None) -> dict:
     units = a.gathered.units
     row = {k: hit(units, item.targets, w) for k, w in WINDOWS.items()}
     choice, cos = a.choice, None
     if embed is not None and a.answer:
-        choice, cos = nearest_option(embed, a.answer, [o for o in item.options if o])
+        choice, cos = nearest_option(embed, a.answer, [o for o in item.options if o], asker)
     picks = (a.scores or {}).get("picks", {})
     row.update(
         {f"{k}_ok": v == item.answer for k, v in picks.items()},
-        picks=picks or None, option_scores=(a.scores or {}).get("cyclic"), readings=(a.scores or {}).get("evidence"),
+        people=(a.scores or {}).get("people") and a.scores, picks=picks or None,
+        option_scores=(a.scores or {}).get("cyclic"), readings=(a.scores or {}).get("evidence"),
         day=day_of(item, clock), type=item.type, id=item.id, gold=item.answer, units=len(units), tokens=a.context_tokens,
         langs=languages(units), accuracy=choice == item.answer, error=a.status != "ok",
         degenerate=a.mode == "extractive", choice=choice, cosines=cos,
@@ -195,7 +199,7 @@ def _answer_entry(rs: list[dict]) -> dict:
     entry["answers_per_hour"] = round(3_600_000 / max(1.0, float(np.mean([r["latency_ms"] for r in rs]))), 1)
     entry["excerpts_with"] = {lang: round(float(np.mean([r["langs"][lang] for r in rs])), 2) for lang in ("zh", "en")}
     entry["answers"] = [{k: r[k] for k in ("id", "day", "mode", "guard", "answer", "choice", "gold", "cosines", "picks",
-                                                   "option_scores", "readings")}
+                                                   "option_scores", "readings", "people")}
                         | {"model_reply": r["reply"]} for r in rs]
     for k in ("prompt_tokens", "completion_tokens", "cached_tokens"):
         entry[k] = round(float(np.mean([r[k] for r in rs])), 1)

@@ -66,6 +66,13 @@ class AnswerSettings(BaseModel):
     vote_timing: float = Field(
         0.25, ge=0, description="Multiple choice whose options are times ('About four hours ago', 'Last night'): "
         "weight of how near the excerpts shown lie to each option's time (standardised across the options).")
+    open_who: Literal["generate", "likelihood", "pmi"] = Field(
+        "likelihood", description="An open 'who' question: generate the answer, or score the people who may answer "
+        "it (the wearers, the speakers shown) by their names' 'likelihood' (mean log-probability) or 'pmi' after the "
+        "evidence, plus the evidence's vote, and name the best.")
+    open_when: bool = Field(
+        True, description="An open 'when' question is answered with the time of the excerpt that shares most of its "
+        "words (the latest for 'the last time', the earliest for 'the first'), told relative to the question's time.")
     answer_tokens: int = Field(160, ge=16, description="Most tokens of an open answer.")
     answer_chars: int = Field(300, ge=40, le=2000, description="Most characters of an open answer (in its schema).")
     repeat_penalty: float = Field(1.3, ge=1.0, le=2.0, description="Repetition penalty while answering.")

@@ -43,7 +43,8 @@ _WHO = re.compile(r"\bwho(?:m|se)?\b", re.I)
 _QUOTED = re.compile(r"^([A-Z][\w'-]{0,30}):\s*(.+)$")  # "Jake: We can or we can't."
 _PREFIX = re.compile(r"^(?:the\s+)?answer(?:\s+is)?\s*[:：-]\s*", re.I)
 # how a reply is turned into the answer the asker reads
-MODEL, EXTRACTIVE, NOT_FOUND_MODE = "model", "extractive", "not_found"
+# (timed: an open "when" question told the time of its best excerpt, `assistant.when`)
+MODEL, EXTRACTIVE, NOT_FOUND_MODE, TIMED = "model", "extractive", "not_found", "timed"
 
 
 @dataclass

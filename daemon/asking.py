@@ -16,8 +16,9 @@ import threading
 import time
 from collections.abc import AsyncIterator
 
-from assistant.answer import Answer, Answerer, answer_json, unit_json
+from assistant.answer import Answer, Answerer
 from assistant.query import Query
+from assistant.wire import answer_json, unit_json
 from daemon.questions import ABSURD_AS_OF_MS
 from memory.clock import HouseClock
 from memory.errors import TimeFormatError

@@ -10,8 +10,9 @@ import time
 from collections.abc import Callable
 from dataclasses import replace
 
-from assistant.answer import Answerer, answer_json
+from assistant.answer import Answerer
 from assistant.query import Query
+from assistant.wire import answer_json
 from daemon.poison import PoisonJournal
 from memory.clock import HouseClock
 from memory.errors import TimeFormatError

@@ -111,3 +111,30 @@ def test_an_open_answer_is_a_sentence_that_names_people_and_a_time(tmp_path, clo
         assert a.evidence and all(u.agent in dict(said) for u in a.evidence)
     finally:
         store.close()
+
+
+def test_an_open_who_question_names_the_person_the_evidence_and_the_model_back(tmp_path, clock, base_llm):
+    """Without options, "who" is answered by scoring the people (the wearers, the speakers shown):
+    the name, the time of the excerpt that bears it out, and that excerpt cited."""
+    store = Store(tmp_path / "who.sqlite")
+    try:
+        t = clock.parse("DAY1 11:16:00")
+        lines = {"A2_ALICE": "Alice tightens the screws of the shelf with the screwdriver",
+                 "A3_TASHA": "Tasha washes strawberries in the kitchen",
+                 "A4_LUCIA": "Lucia waters the flowers on the balcony", "A6_SHURE": "Shure tunes the guitar"}
+        store.add([Observation(agent, "caption", t + i * 10_000, t + i * 10_000 + 4000, text)
+                   for i, (agent, text) in enumerate(lines.items())])
+        answerer = Answerer(store, clock, AnswerSettings(shared_top_n=0), base_llm, budget=4,
+                            search=SearchSettings(dense=False))
+        a = answerer.answer(Query("Who used the screwdriver?", t + 120_000, asker="A1_JAKE"))
+        assert a.status == "ok" and a.mode == "model" and a.usage.completion_tokens == 0, (a.answer, a.scores)
+        assert a.scores["pick"] == "Alice", a.scores
+        assert a.answer == "Alice, around 11:16 on DAY1.", a.answer
+        assert a.evidence[0].agent == "A2_ALICE" and a.cited
+        assert set(a.scores["people"]) >= {"Alice", "Tasha", "Lucia", "Shure"}
+        generated = Answerer(store, clock, AnswerSettings(shared_top_n=0, open_who="generate"), base_llm, budget=4,
+                             search=SearchSettings(dense=False)).answer(Query("Who used the screwdriver?",
+                                                                              t + 120_000, asker="A1_JAKE"))
+        assert generated.scores is None and generated.usage.completion_tokens > 0
+    finally:
+        store.close()

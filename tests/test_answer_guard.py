@@ -2,7 +2,7 @@
 
 import pytest
 
-from assistant.answer import Answerer, answer_json, merge
+from assistant.answer import Answerer, merge
 from assistant.config import AnswerSettings
 from assistant.context import english_first, fit_units, named, shown_lines
 from assistant.guard import (
@@ -17,6 +17,7 @@ from assistant.guard import (
 )
 from assistant.planner import Request, plan, sub_query
 from assistant.query import Query
+from assistant.wire import answer_json
 from memory.records import Observation, Unit
 from models.llm import looping
 from tests.conftest import FakeLLM

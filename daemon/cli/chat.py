@@ -116,8 +116,8 @@ def cmd_chat(args) -> int:
 def local_asker(args, settings, clock, asker: str | None):
     """Questions answered in this process: ((question, options) -> the answer JSON of the daemon,
     the memory's path)."""
-    from assistant.answer import answer_json
     from assistant.query import Query
+    from assistant.wire import answer_json
     from daemon import build
 
     store = store_of(args, settings)

@@ -80,7 +80,7 @@ def ask_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def cmd_ask(args) -> int:
-    from assistant.answer import answer_json
+    from assistant.wire import answer_json
     from daemon import build
 
     settings = settings_of(args)

@@ -12,7 +12,7 @@ from collections.abc import Callable
 
 from aiohttp import web
 
-from assistant.answer import unit_json
+from assistant.wire import unit_json
 from daemon.asking import AskError, Asking, error_body
 from daemon.watch import Watch
 from memory.browse import Browse

@@ -1,0 +1,79 @@
+"""Open "who" questions answered by scoring the people, not by free generation.
+
+A 0.5B answerer asked "Who used the screwdriver first?" without options mostly writes the name
+of the asker or of the first wearer in its excerpts (on EgoLifeQA DAY1-2 open mode it named Jake
+or Lucia for 19 of 25 such questions). The people who can be the answer are few and known: the
+wearers, and the speakers in the excerpts shown. Each is read as a multiple-choice option would
+be (`models.scoring`: the model's log-probability of the name after the evidence, plus the
+evidence's vote of `assistant.vote`), and the answer names the best one with the time of the
+excerpt that bears it out: "Alice, around 11:16 on DAY1."
+
+A person the question already names is not its answer ("Who helped Alice ...?"), nor is the asker
+when the question speaks of them ("Who came to visit my room?").
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable
+
+import numpy as np
+
+from assistant import vote
+from assistant.context import speaker_of, unit_lines
+from assistant.query import Query, person_name
+from memory.records import Unit
+from memory.tokenize import query_tokens
+from models.llm import Usage
+from models.scoring import log_softmax, score_choices
+
+_WHO = re.compile(r"\bwho(?:m|se)?\b", re.I)
+_FIRST_PERSON = re.compile(r"\b(?:i|me|my|mine|myself)\b", re.I)
+_NAME = re.compile(r"^[A-Z][a-z]{1,19}$")
+
+
+def asks_who(question: str) -> bool:
+    return bool(_WHO.search(question))
+
+
+def candidates(q: Query, agents: Iterable[str], units: list[Unit]) -> list[str]:
+    """The people who may answer `q`: the wearers' names, then the speakers of the excerpts shown
+    (a name-like label, once), less those the question names and, when it speaks in the first
+    person, the asker."""
+    names: list[str] = [person_name(a) for a in agents]
+    for u in units:
+        for line in unit_lines(u):
+            who = speaker_of(line)
+            if who and _NAME.match(who):
+                names.append(who)
+    asked = set(query_tokens(q.question))
+    drop = {n for n in names if set(query_tokens(n)) & asked}
+    if q.asker and _FIRST_PERSON.search(q.question):
+        drop.add(person_name(q.asker))
+    return [n for n in dict.fromkeys(names) if n not in drop]
+
+
+def sentence(name: str, unit: Unit | None, q: Query, label: Callable[[int], str]) -> str:
+    """"Alice, around 11:16 on DAY1." (the asker as "You (Jake)"); without a unit, the name alone."""
+    who = f"You ({name})" if q.asker and name == person_name(q.asker) else name
+    if unit is None:
+        return f"{who}."
+    day, _, hms = label(unit.start_ms).partition(" ")
+    return f"{who}, around {hms[:5]} on {day}."
+
+
+def pick(llm, messages: list[dict], prefix: str, names: list[str], readings: Callable[[list[str]], dict],
+         weights: dict[str, float], reading: str) -> tuple[str, dict, Usage]:
+    """The best of `names` after `messages` and `prefix`: the model's `reading` of each name
+    ("likelihood": its words' mean log-probability; "pmi": less that without the evidence) as
+    log-probabilities among the names, plus the evidence's vote (`readings(names)`, `weights`).
+    Returns (the name, every score, the model's usage)."""
+    sc, usage = score_choices(llm, messages, prefix, [], names, with_options=True)
+    own = np.asarray(sc.pmi if reading == "pmi" else sc.options, dtype=np.float64)
+    ev = readings(names)
+    total = vote.combined(log_softmax(own), ev, weights)
+    best = names[int(np.argmax(total))]
+    scores = {"people": names, "likelihood": [round(x, 4) for x in sc.options], "pmi": [round(x, 4) for x in sc.pmi],
+              "evidence": {k: [round(float(x), 4) for x in v] for k, v in ev.items()}, "pick": best,
+              "seconds": round(usage.seconds, 3)}
+    return best, scores, usage

@@ -1,0 +1,85 @@
+"""Open "when" questions answered with the time of the evidence, told as the asker would say it.
+
+"When was the last time we talked about coffee?" wants a time, and the time is what the memory
+knows best: each excerpt has one. A 0.5B answerer rarely writes it (on EgoLifeQA DAY1-2 open mode
+6 of 9 such replies were unusable). The answer is the moment of the excerpt that shares most of
+the question's words (the latest of those for "the last time", the earliest for "the first";
+otherwise the retriever's best), told relative to the question's time as people say it, with
+the line that bears it out: 'About four hours ago (DAY1 13:59): "Tasha: We can cook hot pot here".'
+"""
+
+from __future__ import annotations
+
+import re
+
+from assistant.context import best_lines
+from assistant.query import Query
+from assistant.temporal import CUE_WORDS, DAY, HOUR, read_intent
+from memory.clock import HouseClock
+from memory.records import Unit
+from memory.tokenize import query_tokens
+
+_WHEN = re.compile(r"^\s*(?:and\s+)?(?:when|what time|how long ago)\b", re.I)
+_WHO = re.compile(r"\bwho(?:m|se)?\b", re.I)
+_WORDS = ["zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven", "twelve"]
+
+
+def asks_when(question: str) -> bool:
+    """A question whose answer is a time ("When did we first ...?"), not one that only starts with
+    a time ("When we go shopping, who ...?")."""
+    return bool(_WHEN.search(question)) and not _WHO.search(question)
+
+
+def _number(n: int) -> str:
+    return _WORDS[n] if 0 <= n < len(_WORDS) else str(n)
+
+
+def part_of_day(hour: int) -> str:
+    return ("night" if hour < 5 else "morning" if hour < 12 else "noon" if hour < 14 else "afternoon" if hour < 18
+            else "evening" if hour < 21 else "night")
+
+
+def ago(ms: int, as_of: int, clock: HouseClock) -> str:
+    """How long before `as_of` the moment `ms` was, as people say it: "About 50 minutes ago",
+    "About four hours ago", "Last night", "Yesterday afternoon", "The day before yesterday in
+    the morning", "Three days ago"."""
+    d = max(0, as_of - ms)
+    if d < HOUR:
+        return f"About {max(5, round(d / 300_000) * 5)} minutes ago"
+    if d < 12 * HOUR:
+        hours = d / HOUR
+        half = " and a half" if 0.25 <= hours % 1 < 0.75 else ""
+        return f"About {_number(int(hours) if half else round(hours))}{half} hours ago"
+    day, _ = clock.day_of(as_of)
+    then, secs = clock.day_of(ms)
+    part = part_of_day(int(secs // 3600))
+    if day - then == 0:
+        return f"This {part}" if part != "night" else "Last night"
+    if day - then == 1:
+        return "Last night" if part in ("evening", "night") else f"Yesterday {'at noon' if part == 'noon' else part}"
+    if day - then == 2:
+        return f"The day before yesterday, in the {part}" if part != "noon" else "The day before yesterday at noon"
+    return f"{_number(max(1, round(d / DAY))).capitalize()} days ago"
+
+
+def moment(units: list[Unit], q: Query, clock: HouseClock) -> Unit | None:
+    """The excerpt whose time answers: among those sharing most of the question's content words,
+    the latest for "the last time", the earliest for "the first", else the best ranked."""
+    wanted = set(query_tokens(q.question)) - CUE_WORDS
+    overlap = [len(wanted & set(query_tokens(u.text))) for u in units]
+    if not units or max(overlap) == 0:
+        return None
+    top = [u for u, n in zip(units, overlap, strict=True) if n == max(overlap)]
+    order = read_intent(q.question, q.as_of_ms, clock).order
+    if order == "latest":
+        return max(top, key=lambda u: u.start_ms)
+    if order == "earliest":
+        return min(top, key=lambda u: u.start_ms)
+    return top[0]
+
+
+def sentence(u: Unit, q: Query, clock: HouseClock) -> str:
+    wanted = set(query_tokens(q.question)) - CUE_WORDS
+    line = " / ".join(best_lines(u, wanted, 1)).strip().rstrip(" .;。")
+    line = line if len(line) <= 140 else line[:137] + "..."
+    return f'{ago(u.start_ms, q.as_of_ms, clock)} ({clock.label(u.start_ms)[:-3]}): "{line}".'

@@ -1,0 +1,58 @@
+"""Open questions whose answer is a person or a time (`assistant.people`, `assistant.when`):
+which questions they are, who may answer, and a time told as people say it."""
+
+from assistant import people, when
+from assistant.query import Query
+from memory.records import Unit
+
+
+def unit(uid, agent, ms, text):
+    return Unit(uid, agent, ms, ms + 30_000, text, ())
+
+
+def test_which_questions_want_a_person_or_a_time():
+    assert people.asks_who("Who used the screwdriver first?") and people.asks_who("Whose phone is this?")
+    assert not people.asks_who("What did Tasha buy?")
+    assert when.asks_when("When was the last time we talked about coffee?")
+    assert when.asks_when("when did we first mention hot pot")
+    assert not when.asks_when("When we go out shopping, who usually sits next to me?")
+    assert not when.asks_when("What did we eat when Lucia came?")
+
+
+def test_the_people_who_may_answer(clock):
+    t = clock.parse("DAY1 11:00:00")
+    units = [unit(1, "A2_ALICE", t, "Nicous: Where is the tape?\nI keep tightening screws"),
+             unit(2, "A3_TASHA", t, "Tasha: Here\n说话人1: 好")]
+    agents = ["A1_JAKE", "A2_ALICE", "A3_TASHA", "A4_LUCIA"]
+    q = Query("Who helped Alice look after the ring?", t, asker="A1_JAKE")
+    assert people.candidates(q, agents, units) == ["Jake", "Tasha", "Lucia", "Nicous"]  # not Alice: she is asked of
+    q = Query("Who came to visit my room at noon?", t, asker="A1_JAKE")
+    assert people.candidates(q, agents, units) == ["Alice", "Tasha", "Lucia", "Nicous"]  # "my": not the asker
+    assert people.sentence("Jake", units[0], Query("Who put it there?", t, asker="A1_JAKE"),
+                           clock.label) == "You (Jake), around 11:00 on DAY1."
+    assert people.sentence("Tasha", None, q, clock.label) == "Tasha."
+
+
+def test_a_time_told_as_people_say_it(clock):
+    now = clock.parse("DAY2 17:20:00")
+    assert when.ago(clock.parse("DAY2 16:31:00"), now, clock) == "About 50 minutes ago"
+    assert when.ago(clock.parse("DAY2 13:25:00"), now, clock) == "About four hours ago"
+    assert when.ago(clock.parse("DAY2 12:50:00"), now, clock) == "About four and a half hours ago"
+    assert when.ago(clock.parse("DAY1 20:31:00"), now, clock) == "Last night"
+    assert when.ago(clock.parse("DAY1 15:10:00"), now, clock) == "Yesterday afternoon"
+    assert when.ago(clock.parse("DAY1 12:10:00"), clock.parse("DAY3 16:50:00"), clock) == \
+        "The day before yesterday at noon"
+    assert when.ago(clock.parse("DAY1 12:10:00"), clock.parse("DAY5 12:00:00"), clock) == "Four days ago"
+
+
+def test_the_moment_that_answers_follows_the_question_s_order(clock):
+    at = clock.parse
+    units = [unit(1, "A1_JAKE", at("DAY1 13:59:00"), "Tasha: We can cook hot pot here"),
+             unit(2, "A4_LUCIA", at("DAY1 17:31:00"), "Shure: Hot pot base, two packs"),
+             unit(3, "A1_JAKE", at("DAY1 15:00:00"), "I wash the strawberries")]
+    now = at("DAY1 18:00:00")
+    first = Query("When did we first mention having hot pot?", now)
+    last = Query("When was the last time we talked about hot pot?", now)
+    assert when.moment(units, first, clock).id == 1 and when.moment(units, last, clock).id == 2
+    assert when.moment(units, Query("When did we buy the durian?", now), clock) is None  # no word of it
+    assert when.sentence(units[0], first, clock) == 'About four hours ago (DAY1 13:59): "Tasha: We can cook hot pot here".'
