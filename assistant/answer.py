@@ -166,7 +166,7 @@ class Answerer:
         if scoring and s.choose != "generate":
             return self.score(q, units, messages_for, choices, usage)
         if not choices and s.open_when and when.asks_when(q.question):
-            u = when.moment(units, q, self.clock)
+            u = when.moment(units, q, self.clock, self.search.segments.idf)
             if u is not None:
                 return Reply(when.sentence(u, q, self.clock), None, [units.index(u) + 1], mode=TIMED)
         if not choices and s.open_who != "generate" and people.asks_who(q.question) and can_score(self.llm):
@@ -235,7 +235,7 @@ class Answerer:
         """An open "who" question: the people scored (`assistant.people`), the best named with the
         time of the excerpt that bears them out."""
         s = self.settings
-        weights = {"mentions": s.vote_mentions, "lexical": s.vote_lexical}
+        weights = {"mentions": s.vote_mentions, "lexical": s.vote_lexical, "wearer": s.vote_wearer}
         try:
             name, scores, u = people.pick(self.llm, messages, ANSWER_PREFIX, names,
                                           lambda ns: self.readings(q, units, ns), weights, s.open_who)
@@ -243,14 +243,16 @@ class Answerer:
             return Reply("", status="error", error=str(e))
         usage.add(u)
         cites = supporting(units, name, q.question)
-        return Reply(people.sentence(name, units[cites[0] - 1] if cites else None, q, self.clock.label), None,
-                     cites, scores=scores)
+        top = units[cites[0] - 1] if cites else None
+        return Reply(people.sentence(name, top if top and people.shows(top, name) else None, q, self.clock.label),
+                     None, cites, scores=scores)
 
     def vote(self, picks: dict, choices: tuple[str, ...], own: list[float], readings: dict[str, np.ndarray]) -> str:
         """The choice: the model's scores of the configured reading plus the evidence's vote
         (`assistant.vote`); when it votes, `picks` gains the evidence's pick alone and the joint one."""
         s = self.settings
-        weights = {"mentions": s.vote_mentions, "lexical": s.vote_lexical, "timing": s.vote_timing}
+        weights = {"mentions": s.vote_mentions, "lexical": s.vote_lexical, "timing": s.vote_timing,
+                   "wearer": s.vote_wearer}
         if not any(weights.values()):  # the model alone (the evidence's pick would be "A" for want of weights)
             return picks.get(s.choose, picks["letter"])
         picks["evidence"] = choices[int(np.argmax(vote.combined(None, readings, weights)))]
@@ -262,7 +264,7 @@ class Answerer:
         """How the evidence backs each option (`assistant.vote`): the excerpts shown, the whole memory."""
         base = self.search.lexical.weights(replace(q, options=()))
         named = [vote.as_asker(o, q.asker) for o in options]
-        return {"mentions": vote.mentions(units, q.question, named),
+        return {"mentions": vote.mentions(units, q.question, named), "wearer": vote.wearer(units, named),
                 "lexical": vote.lexical(self.search.segments, base, named, q.as_of_ms),
                 "timing": vote.timing(units, options, q.as_of_ms, self.clock)}
 

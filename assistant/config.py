@@ -63,6 +63,9 @@ class AnswerSettings(BaseModel):
     vote_lexical: float = Field(
         0.1, ge=0, description="Multiple choice: weight of the memory's best BM25 score for the question with each "
         "option, less the question's alone (standardised across the options).")
+    vote_wearer: float = Field(
+        0.0, ge=0, description="Multiple choice and open 'who' questions: weight of how much of the excerpts shown is "
+        "the view of a person each option names (standardised across the options).")
     vote_timing: float = Field(
         0.25, ge=0, description="Multiple choice whose options are times ('About four hours ago', 'Last night'): "
         "weight of how near the excerpts shown lie to each option's time (standardised across the options).")

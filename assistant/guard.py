@@ -37,7 +37,7 @@ _NO_ANSWER = re.compile(r"\b(i don'?t (?:know|find)|no information|not (?:mentio
 _TIME_WORDS = frozenset("""morning afternoon evening night noon midnight today yesterday tomorrow first last
     usually usual often always never time times ago earlier later recent recently before after day days week
     hour hours minute minutes""".split())
-_GENERIC = frozenset(query_tokens("""people person everyone someone something thing things time way same
+GENERIC = frozenset(query_tokens("""people person everyone someone something thing things time way same
     different reason talk talked talking said say says saying asked answer question day"""))
 _WHO = re.compile(r"\bwho(?:m|se)?\b", re.I)
 _QUOTED = re.compile(r"^([A-Z][\w'-]{0,30}):\s*(.+)$")  # "Jake: We can or we can't."
@@ -139,12 +139,12 @@ def grounded(answer: str, q: Query, units: list[Unit]) -> tuple[bool, bool]:
     two words are wanted, one from an answer of three content words or fewer. Evidence mostly in
     Chinese cannot judge an English answer: it is taken as brought from the evidence."""
     names = {t for u in units for t in query_tokens(person_name(u.agent))}
-    seen = {t for u in units for t in query_tokens(u.text)} - _GENERIC
+    seen = {t for u in units for t in query_tokens(u.text)} - GENERIC
     if _WHO.search(q.question):  # the answer to "who" is a person: the wearers count too
         seen, names = seen | names, set()
     seen -= names
     asked = set(query_tokens(q.question)) - names
-    said = set(query_tokens(answer)) - names - asked - _GENERIC
+    said = set(query_tokens(answer)) - names - asked - GENERIC
     lines = [line for u in units for line in unit_lines(u)]
     foreign = sum(map(is_cjk, lines)) * 2 >= len(lines) > 0 and not is_cjk(answer)
     return foreign or len(seen & said) >= min(2, max(1, len(said) - 2)), bool(seen & asked)

@@ -15,42 +15,51 @@ when the question speaks of them ("Who came to visit my room?").
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Callable, Iterable
 
 import numpy as np
 
 from assistant import vote
 from assistant.context import speaker_of, unit_lines
-from assistant.query import Query, person_name
+from assistant.query import Query, person_name, question_word
 from memory.records import Unit
 from memory.tokenize import query_tokens
 from models.llm import Usage
 from models.scoring import log_softmax, score_choices
 
-_WHO = re.compile(r"\bwho(?:m|se)?\b", re.I)
+_OR = re.compile(r"\b([A-Z][a-z]+)\s*,?\s+or\s+([A-Z][a-z]+)\b")
 _FIRST_PERSON = re.compile(r"\b(?:i|me|my|mine|myself)\b", re.I)
 _NAME = re.compile(r"^[A-Z][a-z]{1,19}$")
 
 
 def asks_who(question: str) -> bool:
-    return bool(_WHO.search(question))
+    """A question whose answer is a person ("Who ...?", "When we shop, who ...?"), not one that only
+    speaks of one ("What did the person who bought it say?")."""
+    return question_word(question) == "who"
 
 
 def candidates(q: Query, agents: Iterable[str], units: list[Unit]) -> list[str]:
     """The people who may answer `q`: the wearers' names, then the speakers of the excerpts shown
-    (a name-like label, once), less those the question names and, when it speaks in the first
-    person, the asker."""
-    names: list[str] = [person_name(a) for a in agents]
-    for u in units:
-        for line in unit_lines(u):
-            who = speaker_of(line)
-            if who and _NAME.match(who):
-                names.append(who)
+    (a name-like label seen twice at least), less those the question names and, when it speaks in
+    the first person, the asker; only those offered, when the question offers some ("Alice or Tasha")."""
+    names: list[str] = [n for n in map(person_name, agents) if query_tokens(n)]
+    speakers = Counter(who for u in units for line in unit_lines(u) if (who := speaker_of(line)) and _NAME.match(who))
+    names += [who for who, n in speakers.items() if n >= 2 or who in names]  # a label seen once may be no one
+    offered = {n for pair in _OR.findall(q.question) for n in pair} & set(names)
+    if len(offered) >= 2:  # "Was it Alice or Tasha who ...?"
+        return [n for n in dict.fromkeys(names) if n in offered]
     asked = set(query_tokens(q.question))
     drop = {n for n in names if set(query_tokens(n)) & asked}
     if q.asker and _FIRST_PERSON.search(q.question):
         drop.add(person_name(q.asker))
     return [n for n in dict.fromkeys(names) if n not in drop]
+
+
+def shows(u: Unit, name: str) -> bool:
+    """Whether the excerpt is the person's own view or names them."""
+    own = set(query_tokens(name))
+    return own <= set(query_tokens(person_name(u.agent))) or own <= set(query_tokens(u.text))
 
 
 def sentence(name: str, unit: Unit | None, q: Query, label: Callable[[int], str]) -> str:

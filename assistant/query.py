@@ -43,3 +43,16 @@ def person_names(agents) -> dict[str, str]:
 
 def speaks_of_self(question: str) -> bool:
     return bool(_FIRST_PERSON.search(question))
+
+
+_WH = re.compile(r"\b(who(?:m|se)?|when|where|what|which|how|why)\b", re.I)
+_CLAUSE = re.compile(r"(?:^|[,;:?!]\s*)(?:and\s+|so\s+|then\s+)?(who(?:m|se)?|when|where|what|which|how|why)\b", re.I)
+
+
+def question_word(question: str) -> str | None:
+    """The question's own wh-word, lower case: the last one that opens a clause ("When we go out,
+    who sits next to me?" -> "who"; "When I buy clothes, what do I not buy?" -> "what"), else the
+    first anywhere ("Tell me who came"); "whom" and "whose" read as "who"."""
+    opening = _CLAUSE.findall(question)
+    word = opening[-1] if opening else (m.group(1) if (m := _WH.search(question)) else None)
+    return None if word is None else ("who" if word.lower().startswith("who") else word.lower())

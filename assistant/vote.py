@@ -11,6 +11,9 @@ retrieval already knows which options the evidence mentions. Three readings, non
   question's words with that option's words, less that of the question alone: highest where the
   option and the question's matter occur together, anywhere, found or not by the 15 units shown
   (a rare option word alone raises it too, less);
+- `wearer`: how much of the excerpts shown (the first counting most) is the view of a person the
+  option names: for "who" questions, the retriever's best moments seen through Alice's own glasses
+  speak for Alice even when their lines are in a language the question's words do not match;
 - `timing`: for options that are times ("About four hours ago", "Yesterday at noon", "Last
   night"), how close the excerpts shown lie to each option's time, read relative to the question's
   time like a question's own time words (`assistant.temporal`).
@@ -60,6 +63,19 @@ def mentions(units: Sequence[Unit], question: str, options: Sequence[str], decay
         for i, own in enumerate(sets):
             if own:
                 out[i] += w * len(own & words) / len(own)
+    return out
+
+
+def wearer(units: Sequence[Unit], options: Sequence[str], decay: float = 0.5) -> np.ndarray:
+    """Per option: the excerpts shown from the view of a person the option names (its first-person
+    lines are that person's doing), summed with weight 1/rank^decay."""
+    sets = [set(query_tokens(o)) for o in options]
+    out = np.zeros(len(options))
+    for rank, u in enumerate(units):
+        who, w = set(query_tokens(person_name(u.agent))), 1.0 / (rank + 1) ** decay
+        for i, named in enumerate(sets):
+            if who and who <= named:
+                out[i] += w
     return out
 
 

@@ -3,31 +3,36 @@
 "When was the last time we talked about coffee?" wants a time, and the time is what the memory
 knows best: each excerpt has one. A 0.5B answerer rarely writes it (on EgoLifeQA DAY1-2 open mode
 6 of 9 such replies were unusable). The answer is the moment of the excerpt that shares most of
-the question's words (the latest of those for "the last time", the earliest for "the first";
-otherwise the retriever's best), told relative to the question's time as people say it, with
+the question's key words, each by its rarity (the latest of those for "the last time", the
+earliest for "the first"; otherwise the retriever's best), told relative to the question's time as people say it, with
 the line that bears it out: 'About four hours ago (DAY1 13:59): "Tasha: We can cook hot pot here".'
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 from assistant.context import best_lines
-from assistant.query import Query
-from assistant.temporal import CUE_WORDS, DAY, HOUR, read_intent
+from assistant.guard import GENERIC
+from assistant.hybrid import CUE_TOKENS
+from assistant.query import Query, question_word
+from assistant.temporal import DAY, HOUR, read_intent
 from memory.clock import HouseClock
 from memory.records import Unit
 from memory.tokenize import query_tokens
 
-_WHEN = re.compile(r"^\s*(?:and\s+)?(?:when|what time|how long ago)\b", re.I)
-_WHO = re.compile(r"\bwho(?:m|se)?\b", re.I)
+_TIME = re.compile(r"\b(?:what time|how long ago)\b", re.I)
+NEAR = 0.75  # excerpts holding this share of the best one's question words (by rarity) are candidates
 _WORDS = ["zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven", "twelve"]
 
 
 def asks_when(question: str) -> bool:
     """A question whose answer is a time ("When did we first ...?"), not one that only starts with
-    a time ("When we go shopping, who ...?")."""
-    return bool(_WHEN.search(question)) and not _WHO.search(question)
+    a time ("When we go shopping, who ...?", "When I buy clothes, what ...?")."""
+    word = question_word(question)
+    return word == "when" or (word == "what" and bool(_TIME.search(question))) or (
+        word == "how" and "how long ago" in question.lower())
 
 
 def _number(n: int) -> str:
@@ -44,32 +49,42 @@ def ago(ms: int, as_of: int, clock: HouseClock) -> str:
     "About four hours ago", "Last night", "Yesterday afternoon", "The day before yesterday in
     the morning", "Three days ago"."""
     d = max(0, as_of - ms)
-    if d < HOUR:
-        return f"About {max(5, round(d / 300_000) * 5)} minutes ago"
+    minutes = max(5, round(d / 300_000) * 5)
+    if minutes < 60:
+        return f"About {minutes} minutes ago"
     if d < 12 * HOUR:
         hours = d / HOUR
         half = " and a half" if 0.25 <= hours % 1 < 0.75 else ""
-        return f"About {_number(int(hours) if half else round(hours))}{half} hours ago"
+        n = int(hours) if half else max(1, round(hours))
+        return "About an hour ago" if n == 1 and not half else f"About {_number(n)}{half} hours ago"
     day, _ = clock.day_of(as_of)
     then, secs = clock.day_of(ms)
     part = part_of_day(int(secs // 3600))
     if day - then == 0:
-        return f"This {part}" if part != "night" else "Last night"
+        return "Last night" if part == "night" else "Today at noon" if part == "noon" else f"This {part}"
     if day - then == 1:
+        if part == "night" and secs < 5 * 3600:
+            return "The night before last"
         return "Last night" if part in ("evening", "night") else f"Yesterday {'at noon' if part == 'noon' else part}"
     if day - then == 2:
         return f"The day before yesterday, in the {part}" if part != "noon" else "The day before yesterday at noon"
     return f"{_number(max(1, round(d / DAY))).capitalize()} days ago"
 
 
-def moment(units: list[Unit], q: Query, clock: HouseClock) -> Unit | None:
-    """The excerpt whose time answers: among those sharing most of the question's content words,
-    the latest for "the last time", the earliest for "the first", else the best ranked."""
-    wanted = set(query_tokens(q.question)) - CUE_WORDS
-    overlap = [len(wanted & set(query_tokens(u.text))) for u in units]
-    if not units or max(overlap) == 0:
+def key_words(question: str) -> set[str]:
+    """What the question is about: its words less those that say when or how often, and generic ones."""
+    return set(query_tokens(question)) - CUE_TOKENS - GENERIC
+
+
+def moment(units: list[Unit], q: Query, clock: HouseClock, idf: Callable[[str], float]) -> Unit | None:
+    """The excerpt whose time answers: among those holding nearly as much of the question's key
+    words (each counted by its rarity, `idf`) as the best, the latest for "the last time", the
+    earliest for "the first", else the best ranked; None when no excerpt holds any."""
+    wanted = key_words(q.question)
+    held = [sum(idf(t) for t in wanted & set(query_tokens(u.text))) for u in units]
+    if not units or max(held) <= 0:
         return None
-    top = [u for u, n in zip(units, overlap, strict=True) if n == max(overlap)]
+    top = [u for u, h in zip(units, held, strict=True) if h >= NEAR * max(held)]
     order = read_intent(q.question, q.as_of_ms, clock).order
     if order == "latest":
         return max(top, key=lambda u: u.start_ms)
@@ -79,7 +94,6 @@ def moment(units: list[Unit], q: Query, clock: HouseClock) -> Unit | None:
 
 
 def sentence(u: Unit, q: Query, clock: HouseClock) -> str:
-    wanted = set(query_tokens(q.question)) - CUE_WORDS
-    line = " / ".join(best_lines(u, wanted, 1)).strip().rstrip(" .;。")
+    line = " / ".join(best_lines(u, key_words(q.question), 1)).strip().rstrip(" .;。")
     line = line if len(line) <= 140 else line[:137] + "..."
     return f'{ago(u.start_ms, q.as_of_ms, clock)} ({clock.label(u.start_ms)[:-3]}): "{line}".'

@@ -196,6 +196,19 @@ def test_open_answers_are_checked_before_they_are_shown(memory, clock, reply, mo
         assert "view, DAY1 11:" in a.answer and "pizza" in a.answer
 
 
+def test_an_open_when_question_is_told_the_time_of_its_best_excerpt(memory, clock):
+    """No model call: the excerpt holding the question's words, its time relative to the question's."""
+    llm = FakeLLM([{"evidence": [2], "answer": "Alice ordered pizza."}])
+    a = Answerer(memory, clock, AnswerSettings(planner="rule"), llm).answer(
+        Query("When did we talk about ordering pizza?", T + 3_600_000))
+    assert (a.mode, a.guard, a.status) == ("timed", None, "ok") and not llm.calls, a.answer
+    assert a.answer == 'About 50 minutes ago (DAY1 11:10): "Katrina: Let\'s order pizza for dinner".'
+    assert a.cited and a.evidence[0].agent == "A1_JAKE" and answer_json(a, clock, T + 3_600_000)["mode"] == "timed"
+    off = Answerer(memory, clock, AnswerSettings(planner="rule", open_when=False), llm).answer(
+        Query("When did we talk about ordering pizza?", T + 3_600_000))
+    assert off.mode != "timed" and llm.calls  # the model was asked
+
+
 def test_a_question_about_what_was_never_seen_gets_a_non_answer(memory, clock):
     llm = FakeLLM([{"evidence": [], "answer": "The giraffe sleeps in the garage."}])
     a = Answerer(memory, clock, AnswerSettings(planner="rule"), llm).answer(

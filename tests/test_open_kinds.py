@@ -17,12 +17,17 @@ def test_which_questions_want_a_person_or_a_time():
     assert when.asks_when("when did we first mention hot pot")
     assert not when.asks_when("When we go out shopping, who usually sits next to me?")
     assert not when.asks_when("What did we eat when Lucia came?")
+    assert not when.asks_when("When I usually buy clothes, what type of clothing do I not purchase?")
+    assert people.asks_who("When we go out shopping and take a taxi, who usually sits next to me?")
+    assert people.asks_who("Among us, who doesn't like eating durian") and people.asks_who("With whom did I eat?")
+    assert not people.asks_who("What did the person who bought the durian say?")
+    assert not people.asks_who("Where did the man who fixed the shelf go?")
 
 
 def test_the_people_who_may_answer(clock):
     t = clock.parse("DAY1 11:00:00")
-    units = [unit(1, "A2_ALICE", t, "Nicous: Where is the tape?\nI keep tightening screws"),
-             unit(2, "A3_TASHA", t, "Tasha: Here\n说话人1: 好")]
+    units = [unit(1, "A2_ALICE", t, "Nicous: Where is the tape?\nI keep tightening screws\nNicous: Here"),
+             unit(2, "A3_TASHA", t, "Tasha: Here\n说话人1: 好\nNote: once")]
     agents = ["A1_JAKE", "A2_ALICE", "A3_TASHA", "A4_LUCIA"]
     q = Query("Who helped Alice look after the ring?", t, asker="A1_JAKE")
     assert people.candidates(q, agents, units) == ["Jake", "Tasha", "Lucia", "Nicous"]  # not Alice: she is asked of
@@ -31,6 +36,9 @@ def test_the_people_who_may_answer(clock):
     assert people.sentence("Jake", units[0], Query("Who put it there?", t, asker="A1_JAKE"),
                            clock.label) == "You (Jake), around 11:00 on DAY1."
     assert people.sentence("Tasha", None, q, clock.label) == "Tasha."
+    q = Query("Was it Alice or Tasha who fixed the shelf?", t, asker="A1_JAKE")
+    assert people.candidates(q, agents, units) == ["Alice", "Tasha"]
+    assert people.shows(units[0], "Alice") and people.shows(units[0], "Nicous") and not people.shows(units[1], "Lucia")
 
 
 def test_a_time_told_as_people_say_it(clock):
@@ -38,7 +46,10 @@ def test_a_time_told_as_people_say_it(clock):
     assert when.ago(clock.parse("DAY2 16:31:00"), now, clock) == "About 50 minutes ago"
     assert when.ago(clock.parse("DAY2 13:25:00"), now, clock) == "About four hours ago"
     assert when.ago(clock.parse("DAY2 12:50:00"), now, clock) == "About four and a half hours ago"
+    assert when.ago(clock.parse("DAY2 16:22:00"), now, clock) == "About an hour ago"
+    assert when.ago(clock.parse("DAY2 16:21:00"), now, clock) == "About an hour ago"
     assert when.ago(clock.parse("DAY1 20:31:00"), now, clock) == "Last night"
+    assert when.ago(clock.parse("DAY1 02:10:00"), now, clock) == "The night before last"
     assert when.ago(clock.parse("DAY1 15:10:00"), now, clock) == "Yesterday afternoon"
     assert when.ago(clock.parse("DAY1 12:10:00"), clock.parse("DAY3 16:50:00"), clock) == \
         "The day before yesterday at noon"
@@ -53,6 +64,11 @@ def test_the_moment_that_answers_follows_the_question_s_order(clock):
     now = at("DAY1 18:00:00")
     first = Query("When did we first mention having hot pot?", now)
     last = Query("When was the last time we talked about hot pot?", now)
-    assert when.moment(units, first, clock).id == 1 and when.moment(units, last, clock).id == 2
-    assert when.moment(units, Query("When did we buy the durian?", now), clock) is None  # no word of it
+    idf = {"hot": 2.0, "pot": 2.0, "talk": 0.5, "coffe": 3.0}.get
+    idf = lambda t, f=idf: f(t, 1.0)  # noqa: E731
+    assert when.moment(units, first, clock, idf).id == 1 and when.moment(units, last, clock, idf).id == 2
+    assert when.moment(units, Query("When did we buy the durian?", now), clock, idf) is None  # no word of it
+    talk = [unit(4, "A2_ALICE", at("DAY1 10:00:00"), "Alice: I like coffee"),
+            unit(5, "A3_TASHA", at("DAY1 17:00:00"), "Tasha: we can talk later")]
+    assert when.moment(talk, Query("When was the last time we talked about coffee?", now), clock, idf).id == 4
     assert when.sentence(units[0], first, clock) == 'About four hours ago (DAY1 13:59): "Tasha: We can cook hot pot here".'

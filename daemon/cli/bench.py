@@ -35,7 +35,7 @@ def bench_arguments(p: argparse.ArgumentParser) -> None:
     options.planner(eq, "planner for --answer (default: answer.planner)")
     eq.add_argument("--open", action="store_true",
                     help="with --answer: ask without the options and count how answers were made (model, extractive, "
-                         "not found)")
+                         "not found, timed)")
     options.common(eq)
 
 
