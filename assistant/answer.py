@@ -24,9 +24,11 @@ from assistant.planner import Request, plan
 from assistant.prompts import (
     ANSWER_CHOICE,
     ANSWER_OPEN,
+    ANSWER_OPEN_WHAT,
     ANSWER_PREFIX,
     ANSWER_STOP,
     ANSWER_SYSTEM,
+    OPEN_MIN_CHARS,
     answer_schema,
 )
 from assistant.query import Query, person_name
@@ -175,7 +177,8 @@ class Answerer:
                 return self.person(q, units, messages, names, usage)
         scored = self.score(q, units, messages_for, choices, usage, both=True) if scoring and self.also_score else None
         try:
-            reply, u = self.llm.json(messages, answer_schema(len(units), choices, s.answer_chars),
+            shortest = 1 if choices or people.asks_who(q.question) else OPEN_MIN_CHARS
+            reply, u = self.llm.json(messages, answer_schema(len(units), choices, s.answer_chars, shortest),
                                      max_tokens=s.answer_tokens, priority=HIGH, repeat_penalty=s.repeat_penalty,
                                      stop=ANSWER_STOP, stop_loops=True)
         except (ModelLooping, ModelCutShort) as e:
@@ -198,7 +201,7 @@ class Answerer:
                  f"{person_name(q.asker)}.\n") if q.asker else ""
         options = "".join(f"\n{LETTERS[k]}. {q.options[i]}" for k, i in enumerate(order))
         return f"{asker}Question (asked at {self.clock.label(q.as_of_ms)}): {q.question}{options}\n" + (
-            ANSWER_CHOICE if order else ANSWER_OPEN)
+            ANSWER_CHOICE if order else ANSWER_OPEN if people.asks_who(q.question) else ANSWER_OPEN_WHAT)
 
     def score(self, q: Query, units: list[Unit], messages_for: Callable[[tuple[int, ...]], list[dict]],
               choices: tuple[str, ...], usage: Usage, both: bool = False) -> Reply:

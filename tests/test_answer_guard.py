@@ -183,7 +183,7 @@ def memory(store):
     ("The answer is: The answer is: The answer is: The answer is:", "extractive", "repeated", "From the memory: "),
     ("Katrina said they would order pizza for dinner. }", "model", None,
      "Katrina said they would order pizza for dinner."),
-    ("I don't know.", "not_found", "says nothing", NOT_FOUND),
+    ("I don't know that.", "not_found", "says nothing", NOT_FOUND),
 ])
 def test_open_answers_are_checked_before_they_are_shown(memory, clock, reply, mode, guard, shown):
     llm = FakeLLM([{"evidence": [1], "answer": reply}])
