@@ -4,7 +4,7 @@ memory back, standardised and added to the model's scores."""
 import numpy as np
 import pytest
 
-from assistant.vote import as_asker, combined, lexical, mentions, own_words, standardised, timing, when
+from assistant.vote import as_asker, combined, lexical, mentions, own_words, standardised, timing, wearer, when
 from memory.lexical import LexicalIndex
 from memory.records import Observation, Unit
 
@@ -77,3 +77,11 @@ def test_options_that_name_times_are_read_against_the_question_s_time(clock):
 def test_an_option_that_is_the_asker_is_read_with_the_asker_s_name():
     assert as_asker("Me", "A1_JAKE") == "Jake" and as_asker("Me, Lucia, Shure", "A1_JAKE") == "Jake, Lucia, Shure"
     assert as_asker("Melon", "A1_JAKE") == "Melon" and as_asker("Me", None) == "Me"
+
+
+def test_the_wearer_reading_counts_the_views_of_the_people_an_option_names():
+    units = [unit(1, "我依旧在拧螺丝", "A2_ALICE"), unit(2, "Shure: 好", "A6_SHURE"), unit(3, "看了一下", "A2_ALICE")]
+    w = wearer(units, ["Tasha", "Alice", "Shure", "Alice, Shure"])
+    assert w[0] == 0 and w[1] == pytest.approx(1 + 3 ** -0.5) and w[2] == pytest.approx(2 ** -0.5)
+    assert w[3] == pytest.approx(w[1] + w[2])  # an option naming two people has both views
+    assert list(wearer(units, ["Jake"])) == [0]  # lines that only name Shure are not Shure's view
