@@ -41,6 +41,7 @@ GENERIC = frozenset(query_tokens("""people person everyone someone something thi
     different reason talk talked talking said say says saying asked answer question day"""))
 _WHO = re.compile(r"\bwho(?:m|se)?\b", re.I)
 _QUOTED = re.compile(r"^([A-Z][\w'-]{0,30}):\s*(.+)$")  # "Jake: We can or we can't."
+_VIEW_SHOWS = re.compile(r"\b([A-Z][\w-]*)'s view (?:shows|showed)(?: that)?\s+")  # "Katrina's view shows that ..."
 _PREFIX = re.compile(r"^(?:the\s+)?answer(?:\s+is)?\s*[:：-]\s*", re.I)
 # how a reply is turned into the answer the asker reads
 # (timed: an open "when" question told the time of its best excerpt, `assistant.when`)
@@ -87,8 +88,10 @@ def echoes(text: str, prompt: str, n: int = 4, share: float = 0.6) -> bool:
 
 
 def clean(text: str) -> str:
-    """The reply without leading and trailing debris (a stray ` }`, quotes) and control characters."""
-    text = re.sub(r"\s+", " ", _CITES.sub("", text))
+    """The reply without leading and trailing debris (a stray ` }`, quotes) and control characters;
+    the excerpts' heading turned into words ("Katrina's view shows that they ..." -> "Katrina saw
+    that they ...")."""
+    text = _VIEW_SHOWS.sub(r"\1 saw that ", re.sub(r"\s+", " ", _CITES.sub("", text)))
     return _PREFIX.sub("", _LEADING.sub("", _TRAILING.sub("", text)).strip())
 
 

@@ -54,6 +54,9 @@ def test_degenerate_replies_are_told_from_answers(reply, why):
 def test_clean_trims_debris_and_two_sentences_cut():
     assert clean('The answer is: They ate pizza. }') == "They ate pizza."
     assert clean("Alice cut the mango [2]. \n") == "Alice cut the mango."
+    assert clean("Katrina's view shows that they are auctioning.") == "Katrina saw that they are auctioning."
+    assert degenerate("Jake's view shows he is shopping for more than 50 yuan.") is None
+    assert degenerate("Jake's view on DAY6 16:02:41") == "outside schema"
     assert two_sentences("One. Two! Three? Four.") == "One. Two!"
 
 
