@@ -4,7 +4,17 @@ memory back, standardised and added to the model's scores."""
 import numpy as np
 import pytest
 
-from assistant.vote import as_asker, combined, lexical, mentions, own_words, standardised, timing, wearer, when
+from assistant.vote import (
+    as_asker,
+    combined,
+    lexical,
+    mentions,
+    own_words,
+    standardised,
+    timing,
+    wearer,
+    when,
+)
 from memory.lexical import LexicalIndex
 from memory.records import Observation, Unit
 
