@@ -46,6 +46,7 @@ def speaks_of_self(question: str) -> bool:
 
 
 _WH = re.compile(r"\b(who(?:m|se)?|when|where|what|which|how|why)\b", re.I)
+_ZH_WHEN = re.compile(r"什么时候|几点|多久以前|哪天")
 _CLAUSE = re.compile(r"(?:^|[,;:?!]\s*)(?:and\s+|so\s+|then\s+)?(who(?:m|se)?|when|where|what|which|how|why)\b", re.I)
 
 
@@ -53,6 +54,8 @@ def question_word(question: str) -> str | None:
     """The question's own wh-word, lower case: the last one that opens a clause ("When we go out,
     who sits next to me?" -> "who"; "When I buy clothes, what do I not buy?" -> "what"), else the
     first anywhere ("Tell me who came"); "whom" and "whose" read as "who"."""
+    if not _WH.search(question):  # a Chinese question: 谁 (who), 什么时候 / 几点 / 多久以前 (when)
+        return "who" if "谁" in question else "when" if _ZH_WHEN.search(question) else None
     opening = _CLAUSE.findall(question)
     word = opening[-1] if opening else (m.group(1) if (m := _WH.search(question)) else None)
     return None if word is None else ("who" if word.lower().startswith("who") else word.lower())

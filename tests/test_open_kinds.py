@@ -22,6 +22,8 @@ def test_which_questions_want_a_person_or_a_time():
     assert people.asks_who("Among us, who doesn't like eating durian") and people.asks_who("With whom did I eat?")
     assert not people.asks_who("What did the person who bought the durian say?")
     assert not people.asks_who("Where did the man who fixed the shelf go?")
+    assert people.asks_who("谁先用了螺丝刀？") and when.asks_when("我们上次什么时候喝咖啡？")
+    assert not people.asks_who("我们午饭吃了什么？") and not when.asks_when("我们午饭吃了什么？")
 
 
 def test_the_people_who_may_answer(clock):
