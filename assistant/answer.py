@@ -167,17 +167,18 @@ class Answerer:
         scoring = bool(choices) and can_score(self.llm)
         if scoring and s.choose != "generate":
             return self.score(q, units, messages_for, choices, usage)
+        who = not choices and people.asks_who(q.question)
         if not choices and s.open_when and when.asks_when(q.question):
             u = when.moment(units, q, self.clock, self.search.segments.idf)
             if u is not None:
                 return Reply(when.sentence(u, q, self.clock), None, [units.index(u) + 1], mode=TIMED)
-        if not choices and s.open_who != "generate" and people.asks_who(q.question) and can_score(self.llm):
+        if who and s.open_who != "generate" and can_score(self.llm):
             names = people.candidates(q, self.search.agents(q), units)
             if len(names) >= 2:
                 return self.person(q, units, messages, names, usage)
         scored = self.score(q, units, messages_for, choices, usage, both=True) if scoring and self.also_score else None
         try:
-            shortest = 1 if choices or people.asks_who(q.question) else OPEN_MIN_CHARS
+            shortest = 1 if choices or who else OPEN_MIN_CHARS
             reply, u = self.llm.json(messages, answer_schema(len(units), choices, s.answer_chars, shortest),
                                      max_tokens=s.answer_tokens, priority=HIGH, repeat_penalty=s.repeat_penalty,
                                      stop=ANSWER_STOP, stop_loops=True)

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from assistant.context import best_lines, is_cjk, speaker_of, unit_lines, view_of
-from assistant.query import Query, person_name
+from assistant.query import Query, person_name, question_word
 from memory.records import Unit
 from memory.tokenize import query_tokens
 
@@ -39,7 +39,6 @@ _TIME_WORDS = frozenset("""morning afternoon evening night noon midnight today y
     hour hours minute minutes""".split())
 GENERIC = frozenset(query_tokens("""people person everyone someone something thing things time way same
     different reason talk talked talking said say says saying asked answer question day"""))
-_WHO = re.compile(r"\bwho(?:m|se)?\b", re.I)
 _QUOTED = re.compile(r"^([A-Z][\w'-]{0,30}):\s*(.+)$")  # "Jake: We can or we can't."
 _VIEW_SHOWS = re.compile(r"\b([A-Z][\w-]*)'s view (?:shows|showed)(?: that)?\s+")  # "Katrina's view shows that ..."
 _PREFIX = re.compile(r"^(?:the\s+)?answer(?:\s+is)?\s*[:：-]\s*", re.I)
@@ -143,7 +142,7 @@ def grounded(answer: str, q: Query, units: list[Unit]) -> tuple[bool, bool]:
     Chinese cannot judge an English answer: it is taken as brought from the evidence."""
     names = {t for u in units for t in query_tokens(person_name(u.agent))}
     seen = {t for u in units for t in query_tokens(u.text)} - GENERIC
-    if _WHO.search(q.question):  # the answer to "who" is a person: the wearers count too
+    if question_word(q.question) == "who":  # the answer to "who" is a person: the wearers count too
         seen, names = seen | names, set()
     seen -= names
     asked = set(query_tokens(q.question)) - names

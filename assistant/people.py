@@ -22,14 +22,13 @@ import numpy as np
 
 from assistant import vote
 from assistant.context import speaker_of, unit_lines
-from assistant.query import Query, person_name, question_word
+from assistant.query import Query, person_name, question_word, speaks_of_self
 from memory.records import Unit
 from memory.tokenize import query_tokens
 from models.llm import Usage
 from models.scoring import log_softmax, score_choices
 
 _OR = re.compile(r"\b([A-Z][a-z]+)\s*,?\s+or\s+([A-Z][a-z]+)\b")
-_FIRST_PERSON = re.compile(r"\b(?:i|me|my|mine|myself)\b", re.I)
 _NAME = re.compile(r"^[A-Z][a-z]{1,19}$")
 
 
@@ -51,7 +50,7 @@ def candidates(q: Query, agents: Iterable[str], units: list[Unit]) -> list[str]:
         return [n for n in dict.fromkeys(names) if n in offered]
     asked = set(query_tokens(q.question))
     drop = {n for n in names if set(query_tokens(n)) & asked}
-    if q.asker and _FIRST_PERSON.search(q.question):
+    if q.asker and speaks_of_self(q.question):
         drop.add(person_name(q.asker))
     return [n for n in dict.fromkeys(names) if n not in drop]
 

@@ -4,8 +4,8 @@
 knows best: each excerpt has one. A 0.5B answerer rarely writes it (on EgoLifeQA DAY1-2 open mode
 6 of 9 such replies were unusable). The answer is the moment of the excerpt that shares most of
 the question's key words, each by its rarity (the latest of those for "the last time", the
-earliest for "the first"; otherwise the retriever's best), told relative to the question's time as people say it, with
-the line that bears it out: 'About four hours ago (DAY1 13:59): "Tasha: We can cook hot pot here".'
+earliest for "the first"; otherwise the retriever's best), told relative to the question's
+time as people say it, with the line that bears it out: 'About four hours ago (DAY1 13:59): "Tasha: We can cook hot pot here".'
 """
 
 from __future__ import annotations
@@ -31,8 +31,7 @@ def asks_when(question: str) -> bool:
     """A question whose answer is a time ("When did we first ...?"), not one that only starts with
     a time ("When we go shopping, who ...?", "When I buy clothes, what ...?")."""
     word = question_word(question)
-    return word == "when" or (word == "what" and bool(_TIME.search(question))) or (
-        word == "how" and "how long ago" in question.lower())
+    return word == "when" or (word in ("what", "how") and bool(_TIME.search(question)))
 
 
 def _number(n: int) -> str:

@@ -172,7 +172,6 @@ def _replace(graph, drop: set[int], new: dict, rename: dict[str, str]) -> None:
     graph.node.extend(nodes)
 
 
-
 def query_graph(model: Path) -> Path | None:
     """The int8 graph of `model` (made once, kept in the model cache), or None: use the model
     itself."""

@@ -16,6 +16,17 @@ LINES = {"A3_TASHA": "我把一袋螺丝递给别人", "A2_ALICE": "我依旧在
          "A4_LUCIA": "我在找螺丝刀"}
 
 
+# four wearers, each at their own task 10 s apart; only Alice's is the screwdriver
+SHELF = {"A2_ALICE": "Alice tightens the screws of the shelf with the screwdriver",
+         "A3_TASHA": "Tasha washes strawberries in the kitchen",
+         "A4_LUCIA": "Lucia waters the flowers on the balcony", "A6_SHURE": "Shure tunes the guitar"}
+
+
+def add_captions(store: Store, t: int, lines: dict[str, str]) -> None:
+    store.add([Observation(agent, "caption", t + i * 10_000, t + i * 10_000 + 4000, text)
+               for i, (agent, text) in enumerate(lines.items())])
+
+
 @pytest.fixture(scope="module")
 def base_llm():
     from models.bundled import resolve
@@ -62,11 +73,7 @@ def test_the_evidence_s_vote_joins_the_model_s_scores(tmp_path, clock, base_llm)
     store = Store(tmp_path / "vote.sqlite")
     try:
         t = clock.parse("DAY1 11:16:00")
-        lines = {"A2_ALICE": "Alice tightens the screws of the shelf with the screwdriver",
-                 "A3_TASHA": "Tasha washes strawberries in the kitchen",
-                 "A4_LUCIA": "Lucia hands Alice a box of screws", "A6_SHURE": "Shure tunes the guitar"}
-        store.add([Observation(agent, "caption", t + i * 10_000, t + i * 10_000 + 4000, text)
-                   for i, (agent, text) in enumerate(lines.items())])
+        add_captions(store, t, {**SHELF, "A4_LUCIA": "Lucia hands Alice a box of screws"})
         q = Query("Who used the screwdriver first?", t + 120_000, ("Tasha", "Alice", "Shure", "Lucia"),
                   asker="A1_JAKE")
         settings = AnswerSettings(shared_top_n=0, vote_mentions=2.0, vote_lexical=2.0)
@@ -119,11 +126,7 @@ def test_an_open_who_question_names_the_person_the_evidence_and_the_model_back(t
     store = Store(tmp_path / "who.sqlite")
     try:
         t = clock.parse("DAY1 11:16:00")
-        lines = {"A2_ALICE": "Alice tightens the screws of the shelf with the screwdriver",
-                 "A3_TASHA": "Tasha washes strawberries in the kitchen",
-                 "A4_LUCIA": "Lucia waters the flowers on the balcony", "A6_SHURE": "Shure tunes the guitar"}
-        store.add([Observation(agent, "caption", t + i * 10_000, t + i * 10_000 + 4000, text)
-                   for i, (agent, text) in enumerate(lines.items())])
+        add_captions(store, t, SHELF)
         answerer = Answerer(store, clock, AnswerSettings(shared_top_n=0), base_llm, budget=4,
                             search=SearchSettings(dense=False))
         a = answerer.answer(Query("Who used the screwdriver?", t + 120_000, asker="A1_JAKE"))
