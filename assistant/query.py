@@ -47,7 +47,7 @@ def speaks_of_self(question: str) -> bool:
 
 _WH = re.compile(r"\b(who(?:m|se)?|when|where|what|which|how|why)\b", re.I)
 _ZH_WHEN = re.compile(r"什么时候|几点|多久以前|哪天")
-_CLAUSE = re.compile(r"(?:^|[,;:?!]\s*)(?:and\s+|so\s+|then\s+)?(who(?:m|se)?|when|where|what|which|how|why)\b", re.I)
+_CLAUSE = re.compile(r"(?:^|[,;:.?!]\s*)(?:and\s+|so\s+|then\s+)?(who(?:m|se)?|when|where|what|which|how|why)\b", re.I)
 
 
 def question_word(question: str) -> str | None:

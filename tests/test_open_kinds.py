@@ -21,6 +21,8 @@ def test_which_questions_want_a_person_or_a_time():
     assert people.asks_who("When we go out shopping and take a taxi, who usually sits next to me?")
     assert people.asks_who("Among us, who doesn't like eating durian") and people.asks_who("With whom did I eat?")
     assert not people.asks_who("What did the person who bought the durian say?")
+    dropped = "When I was eating the cake, I dropped the strawberry. Who helped me pick it up?"
+    assert people.asks_who(dropped) and not when.asks_when(dropped)  # the question is its last sentence
     assert not people.asks_who("Where did the man who fixed the shelf go?")
     assert people.asks_who("谁先用了螺丝刀？") and when.asks_when("我们上次什么时候喝咖啡？")
     assert not people.asks_who("我们午饭吃了什么？") and not when.asks_when("我们午饭吃了什么？")
