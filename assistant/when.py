@@ -15,7 +15,7 @@ from collections.abc import Callable
 
 from assistant.context import best_lines
 from assistant.guard import GENERIC
-from assistant.hybrid import CUE_TOKENS
+from assistant.hybrid import CUE_TOKENS, RECENT_GAP_MS
 from assistant.query import Query, question_word
 from assistant.temporal import DAY, HOUR, read_intent
 from memory.clock import HouseClock
@@ -23,7 +23,11 @@ from memory.records import Unit
 from memory.tokenize import query_tokens
 
 _TIME = re.compile(r"\b(?:what time|how long ago)\b", re.I)
+_BEFORE = re.compile(r"\bbefore\W*$", re.I)  # "When was this discussed before?": the occasion before this one
+WAY = 0.5  # excerpts holding this share of them, leading up to the question, are the occasion under way
 NEAR = 0.75  # excerpts holding this share of the best one's question words (by rarity) are candidates
+# the words that frame a question about an occasion ("When was X mentioned?"), not what it is about
+_FRAME = frozenset(query_tokens("mention mentioned mentioning discuss discussed discussing topic talk talked"))
 _WORDS = ["zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven", "twelve"]
 
 
@@ -71,20 +75,39 @@ def ago(ms: int, as_of: int, clock: HouseClock) -> str:
 
 
 def key_words(question: str) -> set[str]:
-    """What the question is about: its words less those that say when or how often, and generic ones."""
-    return set(query_tokens(question)) - CUE_TOKENS - GENERIC
+    """What the question is about: its words less those that say when or how often, those that
+    frame it ("mentioned", "discussed") and generic ones."""
+    return set(query_tokens(question)) - CUE_TOKENS - GENERIC - _FRAME
+
+
+def under_way(units: list[Unit], held: list[float], as_of: int) -> set[int]:
+    """The ids of the excerpts of the occasion under way: those holding the question's words that
+    lead up to `as_of` with no gap over `RECENT_GAP_MS` ("When was the last time cherries were
+    mentioned?" is asked while they are: the answer is the occasion before)."""
+    mark, out = as_of, set()
+    for u, h in sorted(zip(units, held, strict=True), key=lambda p: -p[0].start_ms):
+        if h > 0 and mark - u.end_ms <= RECENT_GAP_MS:
+            out.add(u.id)
+            mark = min(mark, u.start_ms)
+    return out
 
 
 def moment(units: list[Unit], q: Query, clock: HouseClock, idf: Callable[[str], float]) -> Unit | None:
     """The excerpt whose time answers: among those holding nearly as much of the question's key
-    words (each counted by its rarity, `idf`) as the best, the latest for "the last time", the
-    earliest for "the first", else the best ranked; None when no excerpt holds any."""
+    words (each counted by its rarity, `idf`) as the best, the latest before the occasion under
+    way for "the last time", the earliest for "the first", else the best ranked; None when no
+    excerpt holds any."""
     wanted = key_words(q.question)
     held = [sum(idf(t) for t in wanted & set(query_tokens(u.text))) for u in units]
     if not units or max(held) <= 0:
         return None
+    order = read_intent(q.question, q.as_of_ms, clock).order or ("latest" if _BEFORE.search(q.question) else None)
+    if order == "latest":
+        now = under_way(units, [h >= WAY * max(held) for h in held], q.as_of_ms)
+        before = [(u, h) for u, h in zip(units, held, strict=True) if u.id not in now and h > 0]
+        if before:
+            units, held = [u for u, _ in before], [h for _, h in before]
     top = [u for u, h in zip(units, held, strict=True) if h >= NEAR * max(held)]
-    order = read_intent(q.question, q.as_of_ms, clock).order
     if order == "latest":
         return max(top, key=lambda u: u.start_ms)
     if order == "earliest":

@@ -75,4 +75,16 @@ def test_the_moment_that_answers_follows_the_question_s_order(clock):
     talk = [unit(4, "A2_ALICE", at("DAY1 10:00:00"), "Alice: I like coffee"),
             unit(5, "A3_TASHA", at("DAY1 17:00:00"), "Tasha: we can talk later")]
     assert when.moment(talk, Query("When was the last time we talked about coffee?", now), clock, idf).id == 4
+    # asked while cherries are being talked of: the answer is the occasion before, not the one under way
+    cherries = [unit(6, "A5_KATRINA", at("DAY2 10:45:00"), "Katrina: Free cherry radish seeds"),
+                unit(7, "A1_JAKE", at("DAY2 10:38:00"), "Jake: cherry tomatoes, cherries"),
+                unit(8, "A3_TASHA", at("DAY1 11:40:00"), "Tasha: we could buy cherries"),
+                unit(9, "A2_ALICE", at("DAY1 09:00:00"), "Alice: good morning")]
+    asked = Query("When was the last time cherries were mentioned?", at("DAY2 10:50:00"))
+    assert when.under_way(cherries, [1, 1, 1, 0], asked.as_of_ms) == {6, 7}
+    assert when.moment(cherries, asked, clock, idf).id == 8
+    again = Query("Katrina mentions cherries. When were cherries mentioned before?", at("DAY2 10:50:00"))
+    assert when.moment(cherries, again, clock, idf).id == 8
+    only_now = Query("When was the last time cherries were mentioned?", at("DAY2 10:50:00"))
+    assert when.moment(cherries[:2], only_now, clock, idf).id == 6  # nothing before: the latest there is
     assert when.sentence(units[0], first, clock) == 'About four hours ago (DAY1 13:59): "Tasha: We can cook hot pot here".'
