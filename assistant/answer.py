@@ -19,11 +19,12 @@ from assistant.agentwise import MemorySearch
 from assistant.config import AnswerSettings, SearchSettings
 from assistant.context import fit_units
 from assistant.frames import FrameFinder
-from assistant.guard import EXTRACTIVE, MODEL, NOT_FOUND_MODE, TIMED, Reply, check_open, extractive, unseen
+from assistant.guard import EXTRACTIVE, MODEL, NOT_FOUND_MODE, RETRY, TIMED, Reply, check_open, extractive, unseen
 from assistant.planner import Request, plan
 from assistant.prompts import (
     ANSWER_CHOICE,
     ANSWER_OPEN,
+    ANSWER_AGAIN,
     ANSWER_OPEN_WHAT,
     ANSWER_PREFIX,
     ANSWER_STOP,
@@ -177,6 +178,19 @@ class Answerer:
             if len(names) >= 2:
                 return self.person(q, units, messages, names, usage)
         scored = self.score(q, units, messages_for, choices, usage, both=True) if scoring and self.also_score else None
+        r = self.generate(q, units, messages, choices, usage, who, f"{system}\n{ask}", scored)
+        if choices or r.mode != EXTRACTIVE or r.guard not in RETRY:
+            return r
+        # an unusable open reply is asked for once more, in the model's own words: the evidence is
+        # in the model's state already, only the added instruction and the reply are new
+        again = [*messages[:-1], {**messages[-1], "content": f"{messages[-1]['content']}\n{ANSWER_AGAIN}"}]
+        second = self.generate(q, units, again, choices, usage, who, f"{system}\n{ask}", None)
+        return replace(second, guard=f"asked again: {r.guard}", raw=r.raw) if second.mode == MODEL else r
+
+    def generate(self, q: Query, units: list[Unit], messages: list[dict], choices: tuple[str, ...], usage: Usage,
+                 who: bool, prompt: str, scored: Reply | None) -> Reply:
+        """One reply of the model under the answer's schema, checked (`check_open` for an open one)."""
+        s = self.settings
         try:
             shortest = 1 if choices or who else OPEN_MIN_CHARS
             reply, u = self.llm.json(messages, answer_schema(len(units), choices, s.answer_chars, shortest),
@@ -194,7 +208,7 @@ class Answerer:
         if choices:
             return Reply(f"{reply.choice}. {q.options[LETTERS.index(reply.choice)]}", reply.choice, cites,
                          scores=scored.scores if scored else None)
-        return check_open(reply.answer, q, units, cites, f"{system}\n{ask}", self.clock.label)
+        return check_open(reply.answer, q, units, cites, prompt, self.clock.label)
 
     def ask(self, q: Query, order: tuple[int, ...]) -> str:
         """The question as the model reads it, the options listed in `order` (indices of q.options)."""

@@ -190,7 +190,8 @@ def _answer_entry(rs: list[dict]) -> dict:
     entry = summarize(rs)
     entry.update(accuracy=pct("accuracy"), accuracy_ci95=wilson(sum(r["accuracy"] for r in rs), len(rs)),
                  errors=int(sum(r["error"] for r in rs)), degenerate=int(sum(r["degenerate"] for r in rs)),
-                 modes=dict(Counter(r["mode"] for r in rs)))
+                 modes=dict(Counter(r["mode"] for r in rs)),
+                 asked_again=int(sum(str(r["guard"]).startswith("asked again") for r in rs)))
     for k in ("letter_ok", "cyclic_ok", "likelihood_ok", "pmi_ok", "evidence_ok", "voted_ok"):  # multiple choice by scoring: the readings of one pass
         if k in rs[0]:
             entry[k[:-3] + "_accuracy"] = pct(k)

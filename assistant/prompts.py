@@ -67,6 +67,8 @@ ANSWER_OPEN = "Answer in one or two short sentences that name the people and the
 # a question about a thing or an act: asked to name people, base answered 26 of 239 such questions
 # with a lone name ("Jake", "I"); it is asked for the thing, and the schema wants a sentence
 ANSWER_OPEN_WHAT = "Answer in one or two short sentences that say what it was, who and when."
+# said once more when the first open reply was unusable (a copied line, scaffolding, nothing of the evidence)
+ANSWER_AGAIN = "Say it in your own words, from what the excerpts show: what it was, who and when."
 OPEN_MIN_CHARS = 16  # the shortest open answer to a question that is not "who" (a lone name is shorter)
 ANSWER_CHOICE = "Choose the letter of the right option."
 # multiple choice by scoring: the reply's start after which the letters and options are read

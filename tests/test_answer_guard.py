@@ -199,6 +199,19 @@ def test_open_answers_are_checked_before_they_are_shown(memory, clock, reply, mo
         assert "view, DAY1 11:" in a.answer and "pizza" in a.answer
 
 
+def test_an_unusable_open_reply_is_asked_for_once_more(memory, clock):
+    """A copied line is asked again in the model's own words; the second reply is shown when it holds up."""
+    llm = FakeLLM([{"evidence": [1], "answer": "What is for dinner?"},
+                   {"evidence": [1], "answer": "Katrina said they would order pizza for dinner."}])
+    a = Answerer(memory, clock, AnswerSettings(planner="rule"), llm).answer(Query("What is for dinner?", T + 3_600_000))
+    assert (a.mode, a.guard, a.reply) == ("model", "asked again: echo", "What is for dinner?")
+    assert a.answer == "Katrina said they would order pizza for dinner." and len(llm.calls) == 2
+    assert "in your own words" in llm.calls[1][0][-1]["content"] and "own words" not in llm.calls[0][0][-1]["content"]
+    twice = FakeLLM([{"evidence": [1], "answer": "What is for dinner?"}])  # the same copy again: the evidence shown
+    b = Answerer(memory, clock, AnswerSettings(planner="rule"), twice).answer(Query("What is for dinner?", T + 3_600_000))
+    assert (b.mode, b.guard) == ("extractive", "echo") and len(twice.calls) == 2 and "pizza" in b.answer
+
+
 def test_an_open_when_question_is_told_the_time_of_its_best_excerpt(memory, clock):
     """No model call: the excerpt holding the question's words, its time relative to the question's."""
     llm = FakeLLM([{"evidence": [2], "answer": "Alice ordered pizza."}])
