@@ -19,12 +19,23 @@ from assistant.agentwise import MemorySearch
 from assistant.config import AnswerSettings, SearchSettings
 from assistant.context import fit_units
 from assistant.frames import FrameFinder
-from assistant.guard import EXTRACTIVE, MODEL, NOT_FOUND_MODE, RETRY, TIMED, Reply, check_open, extractive, unseen
-from assistant.planner import Request, plan
+from assistant.guard import (
+    EXTRACTIVE,
+    MODEL,
+    NOT_FOUND_MODE,
+    RETRY,
+    TIMED,
+    Reply,
+    check_open,
+    extractive,
+    unseen,
+)
+from assistant.planner import Request, merge, plan, round_robin
 from assistant.prompts import (
+    ANSWER_AGAIN,
     ANSWER_CHOICE,
     ANSWER_OPEN,
-    ANSWER_AGAIN,
+    ANSWER_OPEN_PHRASE,
     ANSWER_OPEN_WHAT,
     ANSWER_PREFIX,
     ANSWER_STOP,
@@ -112,7 +123,7 @@ class Answerer:
         )
         t2 = time.perf_counter()
         per_request = [self.search.for_agent(r, q) for r in requests]
-        units = _round_robin(per_request, self.budget)
+        units = round_robin(per_request, self.budget)
         if self.settings.merge_flat:
             flat = self.search.flat.retrieve(replace(q, budget=self.budget)).units
             units = merge(flat, per_request, self.budget, self.settings.flat_share)
@@ -192,7 +203,7 @@ class Answerer:
         """One reply of the model under the answer's schema, checked (`check_open` for an open one)."""
         s = self.settings
         try:
-            shortest = 1 if choices or who else OPEN_MIN_CHARS
+            shortest = 1 if choices or who or s.open_what == "phrase" else OPEN_MIN_CHARS
             reply, u = self.llm.json(messages, answer_schema(len(units), choices, s.answer_chars, shortest),
                                      max_tokens=s.answer_tokens, priority=HIGH, repeat_penalty=s.repeat_penalty,
                                      stop=ANSWER_STOP, stop_loops=True)
@@ -216,7 +227,8 @@ class Answerer:
                  f"{person_name(q.asker)}.\n") if q.asker else ""
         options = "".join(f"\n{LETTERS[k]}. {q.options[i]}" for k, i in enumerate(order))
         return f"{asker}Question (asked at {self.clock.label(q.as_of_ms)}): {q.question}{options}\n" + (
-            ANSWER_CHOICE if order else ANSWER_OPEN if people.asks_who(q.question) else ANSWER_OPEN_WHAT)
+            ANSWER_CHOICE if order else ANSWER_OPEN if people.asks_who(q.question)
+            else ANSWER_OPEN_PHRASE if self.settings.open_what == "phrase" else ANSWER_OPEN_WHAT)
 
     def score(self, q: Query, units: list[Unit], messages_for: Callable[[tuple[int, ...]], list[dict]],
               choices: tuple[str, ...], usage: Usage, both: bool = False) -> Reply:
@@ -253,6 +265,12 @@ class Answerer:
         """An open "who" question: the people scored (`assistant.people`), the best named with the
         time of the excerpt that bears them out."""
         s = self.settings
+        if s.who_moment and when.order_of(q, self.clock) in ("latest", "earliest"):  # "Who used it last time?"
+            u = when.moment(units, q, self.clock, self.search.segments.idf)
+            name = people.actor(u, names, when.key_words(q.question)) if u is not None else None
+            if name:
+                return Reply(people.sentence(name, u, q, self.clock.label), None, [units.index(u) + 1],
+                             scores={"people": names, "pick": name, "by": "moment"})
         weights = {"mentions": s.vote_mentions, "lexical": s.vote_lexical, "wearer": s.vote_wearer}
         try:
             name, scores, u = people.pick(self.llm, messages, ANSWER_PREFIX, names,
@@ -334,23 +352,3 @@ def supporting(units: list[Unit], option: str, question: str = "", most: int = 3
         words, wearer = set(query_tokens(u.text)), set(query_tokens(person_name(u.agent)))
         ranked.append((len(said & words) + 0.5 * len(said & wearer - words), len(asked & words), -i))
     return [1 - i for o, a, i in sorted(ranked, reverse=True)[:most] if o or a]
-
-
-def merge(flat: list[Unit], per_request: list[list[Unit]], budget: int, share: float) -> list[Unit]:
-    """The flat search's best `share` of the budget first (the context is never much worse than the
-    best search), then the planned requests' units and the rest of the flat ones in turn."""
-    head = flat[: round(budget * share)]
-    seen = {u.id for u in head}
-    rest = _round_robin([*per_request, flat[len(head):]], budget, seen)
-    return head + rest[: budget - len(head)]
-
-
-def _round_robin(lists: list[list[Unit]], budget: int, seen: set[int] | None = None) -> list[Unit]:
-    """Best first from each request in turn, each unit once (and none of `seen`), at most `budget`."""
-    out, seen = [], set(seen or ())
-    for rank in range(max((len(x) for x in lists), default=0)):
-        for xs in lists:
-            if rank < len(xs) and xs[rank].id not in seen and len(out) < budget:
-                seen.add(xs[rank].id)
-                out.append(xs[rank])
-    return out

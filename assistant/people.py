@@ -30,6 +30,8 @@ from models.scoring import log_softmax, score_choices
 
 _OR = re.compile(r"\b([A-Z][a-z]+)\s*,?\s+or\s+([A-Z][a-z]+)\b")
 _NAME = re.compile(r"^[A-Z][a-z]{1,19}$")
+# speaker labels that are no one's name ("Others: ..." is how the transcripts mark a crowd)
+NOT_NAMES = frozenset({"Others", "Other", "Everyone", "Someone", "Unknown", "Speaker", "All", "Crowd"})
 
 
 def asks_who(question: str) -> bool:
@@ -43,7 +45,8 @@ def candidates(q: Query, agents: Iterable[str], units: list[Unit]) -> list[str]:
     (a name-like label seen twice at least), less those the question names and, when it speaks in
     the first person, the asker; only those offered, when the question offers some ("Alice or Tasha")."""
     names: list[str] = [n for n in map(person_name, agents) if query_tokens(n)]
-    speakers = Counter(who for u in units for line in unit_lines(u) if (who := speaker_of(line)) and _NAME.match(who))
+    speakers = Counter(who for u in units for line in unit_lines(u)
+                       if (who := speaker_of(line)) and _NAME.match(who) and who not in NOT_NAMES)
     names += [who for who, n in speakers.items() if n >= 2 or who in names]  # a label seen once may be no one
     offered = {n for pair in _OR.findall(q.question) for n in pair} & set(names)
     if len(offered) >= 2:  # "Was it Alice or Tasha who ...?"
@@ -59,6 +62,26 @@ def shows(u: Unit, name: str) -> bool:
     """Whether the excerpt is the person's own view or names them."""
     own = set(query_tokens(name))
     return own <= set(query_tokens(person_name(u.agent))) or own <= set(query_tokens(u.text))
+
+
+def actor(u: Unit, names: list[str], wanted: set[str]) -> str | None:
+    """The one of `names` the moment shows doing what the question asks about (the lines holding
+    its key words, `wanted`): one named in such a caption ("Tasha opened the fridge"), else the
+    wearer when such a caption is their own ("I used the microwave"), else one named in such a
+    speech line, else its speaker; None when the moment shows none of them."""
+    lines = [line for line in unit_lines(u) if wanted & set(query_tokens(line))]
+    said = [(who, line.split(":", 1)[1]) for line in lines if (who := speaker_of(line))]
+    seen = [line for line in lines if not speaker_of(line)]
+    wearer = person_name(u.agent)
+
+    def named(texts: list[str]) -> list[str]:
+        return [n for n in names if any(set(query_tokens(n)) <= set(query_tokens(t)) for t in texts)]
+
+    for found in (named(seen), [wearer] if seen and wearer in names else [], named([t for _, t in said]),
+                  [who for who, _ in said if who in names]):
+        if found:
+            return found[0]
+    return None
 
 
 def sentence(name: str, unit: Unit | None, q: Query, label: Callable[[int], str]) -> str:

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from assistant.prompts import PLAN_SYSTEM, plan_schema
 from assistant.query import Query, person_name, person_names, speaks_of_self
 from memory.events import Event
+from memory.records import Unit
 from memory.tokenize import query_tokens
 from models.errors import ModelError
 from models.llm import HIGH, LocalLLM, Usage
@@ -110,3 +111,23 @@ def plan(
         except ModelError as e:
             logger.warning("LLM planner failed (%s); using the rule planner", e)
     return rule_plan(q, events, agents, max_requests), "rule", usage
+
+
+def merge(flat: list[Unit], per_request: list[list[Unit]], budget: int, share: float) -> list[Unit]:
+    """The flat search's best `share` of the budget first (the context is never much worse than the
+    best search), then the planned requests' units and the rest of the flat ones in turn."""
+    head = flat[: round(budget * share)]
+    seen = {u.id for u in head}
+    rest = round_robin([*per_request, flat[len(head):]], budget, seen)
+    return head + rest[: budget - len(head)]
+
+
+def round_robin(lists: list[list[Unit]], budget: int, seen: set[int] | None = None) -> list[Unit]:
+    """Best first from each request in turn, each unit once (and none of `seen`), at most `budget`."""
+    out, seen = [], set(seen or ())
+    for rank in range(max((len(x) for x in lists), default=0)):
+        for xs in lists:
+            if rank < len(xs) and xs[rank].id not in seen and len(out) < budget:
+                seen.add(xs[rank].id)
+                out.append(xs[rank])
+    return out

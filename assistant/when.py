@@ -80,6 +80,11 @@ def key_words(question: str) -> set[str]:
     return set(query_tokens(question)) - CUE_TOKENS - GENERIC - _FRAME
 
 
+def order_of(q: Query, clock: HouseClock) -> str | None:
+    """The order the question asks for: "latest" ("the last time", "... before?"), "earliest", or another."""
+    return read_intent(q.question, q.as_of_ms, clock).order or ("latest" if _BEFORE.search(q.question) else None)
+
+
 def under_way(units: list[Unit], held: list[float], as_of: int) -> set[int]:
     """The ids of the excerpts of the occasion under way: those holding the question's words that
     lead up to `as_of` with no gap over `RECENT_GAP_MS` ("When was the last time cherries were
@@ -101,7 +106,7 @@ def moment(units: list[Unit], q: Query, clock: HouseClock, idf: Callable[[str], 
     held = [sum(idf(t) for t in wanted & set(query_tokens(u.text))) for u in units]
     if not units or max(held) <= 0:
         return None
-    order = read_intent(q.question, q.as_of_ms, clock).order or ("latest" if _BEFORE.search(q.question) else None)
+    order = order_of(q, clock)
     if order == "latest":
         now = under_way(units, [h >= WAY * max(held) for h in held], q.as_of_ms)
         before = [(u, h) for u, h in zip(units, held, strict=True) if u.id not in now and h > 0]

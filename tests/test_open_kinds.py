@@ -4,6 +4,7 @@ which questions they are, who may answer, and a time told as people say it."""
 from assistant import people, when
 from assistant.query import Query
 from memory.records import Unit
+from memory.tokenize import query_tokens
 
 
 def unit(uid, agent, ms, text):
@@ -31,10 +32,11 @@ def test_which_questions_want_a_person_or_a_time():
 def test_the_people_who_may_answer(clock):
     t = clock.parse("DAY1 11:00:00")
     units = [unit(1, "A2_ALICE", t, "Nicous: Where is the tape?\nI keep tightening screws\nNicous: Here"),
-             unit(2, "A3_TASHA", t, "Tasha: Here\n说话人1: 好\nNote: once")]
+             unit(2, "A3_TASHA", t, "Tasha: Here\n说话人1: 好\nNote: once\nOthers: yes\nOthers: no")]
     agents = ["A1_JAKE", "A2_ALICE", "A3_TASHA", "A4_LUCIA"]
     q = Query("Who helped Alice look after the ring?", t, asker="A1_JAKE")
-    assert people.candidates(q, agents, units) == ["Jake", "Tasha", "Lucia", "Nicous"]  # not Alice: she is asked of
+    # not Alice: she is asked of; not "Others", a crowd seen twice
+    assert people.candidates(q, agents, units) == ["Jake", "Tasha", "Lucia", "Nicous"]
     q = Query("Who came to visit my room at noon?", t, asker="A1_JAKE")
     assert people.candidates(q, agents, units) == ["Alice", "Tasha", "Lucia", "Nicous"]  # "my": not the asker
     assert people.sentence("Jake", units[0], Query("Who put it there?", t, asker="A1_JAKE"),
@@ -88,3 +90,16 @@ def test_the_moment_that_answers_follows_the_question_s_order(clock):
     only_now = Query("When was the last time cherries were mentioned?", at("DAY2 10:50:00"))
     assert when.moment(cherries[:2], only_now, clock, idf).id == 6  # nothing before: the latest there is
     assert when.sentence(units[0], first, clock) == 'About four hours ago (DAY1 13:59): "Tasha: We can cook hot pot here".'
+
+
+def test_the_person_a_moment_shows_doing_it(clock):
+    at = clock.parse("DAY1 19:00:00")
+    names = ["Jake", "Alice", "Tasha", "Lucia"]
+    wanted = set(query_tokens("microwave"))
+    own = unit(1, "A1_JAKE", at, "I put the takeout in the microwave\nTasha: it is hot")
+    seen = unit(2, "A1_JAKE", at, "I watched Tasha open the microwave")
+    said = unit(3, "A2_ALICE", at, "我看着桌子\nLucia: is the microwave free?")
+    told = unit(4, "A2_ALICE", at, "Lucia: Tasha used the microwave")
+    assert [people.actor(u, names, wanted) for u in (own, seen, said, told)] == ["Jake", "Tasha", "Lucia", "Tasha"]
+    assert people.actor(own, ["Alice", "Tasha"], wanted) is None  # the wearer is not a candidate, no one else does it
+    assert people.actor(unit(5, "A1_JAKE", at, "I wash the dishes"), names, wanted) is None
