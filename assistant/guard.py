@@ -103,6 +103,14 @@ def two_sentences(text: str) -> str:
     return " ".join(parts[:2])
 
 
+def without_echoes(text: str, prompt: str) -> str:
+    """The reply less its sentences that copy the prompt ("What items were mentioned ...? Jake is
+    holding a bottle of sparkling wine." keeps the second); as it is when every sentence does."""
+    parts = _SENTENCE.split(text)
+    kept = [p for p in parts if not echoes(p, prompt)]
+    return " ".join(kept) if kept else text
+
+
 def degenerate(text: str, prompt: str = "") -> str | None:
     """Why the (cleaned) reply cannot be shown, or None when it can."""
     t = clean(text)
@@ -177,7 +185,7 @@ def check_open(raw: str, q: Query, units: list[Unit], cites: list[int], prompt: 
                label: Callable[[int], str]) -> Reply:
     """The open answer as shown: the model's first two clean sentences when they hold up; else the
     evidence itself (`extractive`), or "I don't find this in the memory" with the closest evidence."""
-    text = clean(raw)
+    text = without_echoes(clean(raw), prompt)
     cited = [units[i - 1] for i in cites] or units
     if says_nothing(text):
         return Reply(extractive(units, q, label, found=False), None, cites, NOT_FOUND_MODE, "says nothing", raw=raw)

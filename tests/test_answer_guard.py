@@ -14,6 +14,7 @@ from assistant.guard import (
     grounded,
     two_sentences,
     unseen,
+    without_echoes,
 )
 from assistant.planner import Request, merge, plan, sub_query
 from assistant.query import Query
@@ -242,6 +243,16 @@ def test_a_question_about_what_was_never_seen_gets_a_non_answer(memory, clock):
         Query("Where does the giraffe sleep after dinner?", T + 3_600_000))
     assert a.mode == "not_found" and a.guard == "never seen: giraffe, sleep" and not llm.calls
     assert a.answer.startswith(NOT_FOUND + " The closest: Jake's view, DAY1 11:10: Katrina: Let's order pizza")
+
+
+def test_a_sentence_that_copies_the_question_is_left_out(clock):
+    units = [unit("A1_JAKE", T, "Jake: We could auction this bottle of sparkling wine")]
+    q = Query("What items were mentioned when we previously discussed the auction?", T + 3_600_000)
+    prompt = f"Question (asked at DAY1 12:00:00): {q.question}"
+    r = check_open("What items were mentioned when we previously discussed the auction? Jake wanted to auction "
+                   "the sparkling wine. The bottle was on the table.", q, units, [1], prompt, clock.label)
+    assert (r.mode, r.text) == ("model", "Jake wanted to auction the sparkling wine. The bottle was on the table.")
+    assert without_echoes("Jake wanted to auction the sparkling wine.", prompt) == "Jake wanted to auction the sparkling wine."
 
 
 def test_a_made_up_answer_becomes_a_non_answer(clock):
