@@ -23,7 +23,6 @@ from assistant.guard import (
     EXTRACTIVE,
     MODEL,
     NOT_FOUND_MODE,
-    RETRY,
     TIMED,
     Reply,
     check_open,
@@ -35,7 +34,6 @@ from assistant.prompts import (
     ANSWER_AGAIN,
     ANSWER_CHOICE,
     ANSWER_OPEN,
-    ANSWER_OPEN_PHRASE,
     ANSWER_OPEN_WHAT,
     ANSWER_PREFIX,
     ANSWER_STOP,
@@ -189,13 +187,14 @@ class Answerer:
             if len(names) >= 2:
                 return self.person(q, units, messages, names, usage)
         scored = self.score(q, units, messages_for, choices, usage, both=True) if scoring and self.also_score else None
-        r = self.generate(q, units, messages, choices, usage, who, f"{system}\n{ask}", scored)
-        if choices or r.mode != EXTRACTIVE or r.guard not in RETRY:
+        prompt = f"{system}\n{ask}"
+        r = self.generate(q, units, messages, choices, usage, who, prompt, scored)
+        if choices or r.mode != EXTRACTIVE:
             return r
         # an unusable open reply is asked for once more, in the model's own words: the evidence is
         # in the model's state already, only the added instruction and the reply are new
         again = [*messages[:-1], {**messages[-1], "content": f"{messages[-1]['content']}\n{ANSWER_AGAIN}"}]
-        second = self.generate(q, units, again, choices, usage, who, f"{system}\n{ask}", None)
+        second = self.generate(q, units, again, choices, usage, who, prompt, None)
         return replace(second, guard=f"asked again: {r.guard}", raw=r.raw) if second.mode == MODEL else r
 
     def generate(self, q: Query, units: list[Unit], messages: list[dict], choices: tuple[str, ...], usage: Usage,
@@ -203,7 +202,7 @@ class Answerer:
         """One reply of the model under the answer's schema, checked (`check_open` for an open one)."""
         s = self.settings
         try:
-            shortest = 1 if choices or who or s.open_what == "phrase" else OPEN_MIN_CHARS
+            shortest = 1 if choices or who else OPEN_MIN_CHARS
             reply, u = self.llm.json(messages, answer_schema(len(units), choices, s.answer_chars, shortest),
                                      max_tokens=s.answer_tokens, priority=HIGH, repeat_penalty=s.repeat_penalty,
                                      stop=ANSWER_STOP, stop_loops=True)
@@ -227,8 +226,7 @@ class Answerer:
                  f"{person_name(q.asker)}.\n") if q.asker else ""
         options = "".join(f"\n{LETTERS[k]}. {q.options[i]}" for k, i in enumerate(order))
         return f"{asker}Question (asked at {self.clock.label(q.as_of_ms)}): {q.question}{options}\n" + (
-            ANSWER_CHOICE if order else ANSWER_OPEN if people.asks_who(q.question)
-            else ANSWER_OPEN_PHRASE if self.settings.open_what == "phrase" else ANSWER_OPEN_WHAT)
+            ANSWER_CHOICE if order else ANSWER_OPEN if people.asks_who(q.question) else ANSWER_OPEN_WHAT)
 
     def score(self, q: Query, units: list[Unit], messages_for: Callable[[tuple[int, ...]], list[dict]],
               choices: tuple[str, ...], usage: Usage, both: bool = False) -> Reply:
@@ -265,12 +263,6 @@ class Answerer:
         """An open "who" question: the people scored (`assistant.people`), the best named with the
         time of the excerpt that bears them out."""
         s = self.settings
-        if s.who_moment and when.order_of(q, self.clock) in ("latest", "earliest"):  # "Who used it last time?"
-            u = when.moment(units, q, self.clock, self.search.segments.idf)
-            name = people.actor(u, names, when.key_words(q.question)) if u is not None else None
-            if name:
-                return Reply(people.sentence(name, u, q, self.clock.label), None, [units.index(u) + 1],
-                             scores={"people": names, "pick": name, "by": "moment"})
         weights = {"mentions": s.vote_mentions, "lexical": s.vote_lexical, "wearer": s.vote_wearer}
         try:
             name, scores, u = people.pick(self.llm, messages, ANSWER_PREFIX, names,

@@ -73,13 +73,6 @@ class AnswerSettings(BaseModel):
         "likelihood", description="An open 'who' question: generate the answer, or score the people who may answer "
         "it (the wearers, the speakers shown) by their names' 'likelihood' (mean log-probability) or 'pmi' after the "
         "evidence, plus the evidence's vote, and name the best.")
-    who_moment: bool = Field(
-        False, description="An open 'who' question asking for the last or the first time ('Who used the microwave "
-        "last time?') is answered with the person shown doing it at that moment (the moment found as for 'when'). Off: on the 40 "
-        "such DAY1-2 questions it was right as often as the people's scores (19), on other questions.")
-    open_what: Literal["sentence", "phrase"] = Field(
-        "sentence", description="Any other open question: the model asked for one or two sentences, or for the thing "
-        "itself in a few words, shown with the excerpt that bears it out.")
     open_when: bool = Field(
         True, description="An open 'when' question is answered with the time of the excerpt that shares most of its "
         "words (the latest for 'the last time', the earliest for 'the first'), told relative to the question's time.")

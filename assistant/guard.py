@@ -47,10 +47,6 @@ _PREFIX = re.compile(r"^(?:the\s+)?answer(?:\s+is)?\s*[:：-]\s*", re.I)
 MODEL, EXTRACTIVE, NOT_FOUND_MODE, TIMED = "model", "extractive", "not_found", "timed"
 
 
-# the unusable open replies that are asked for again once (`Answerer.respond`) before the evidence is shown
-RETRY = frozenset({"echo", "outside schema", "nothing from the evidence", "repeated", "cut short", "not words", "empty"})
-
-
 @dataclass
 class Reply:
     """What the responder made of the model's reply."""

@@ -64,26 +64,6 @@ def shows(u: Unit, name: str) -> bool:
     return own <= set(query_tokens(person_name(u.agent))) or own <= set(query_tokens(u.text))
 
 
-def actor(u: Unit, names: list[str], wanted: set[str]) -> str | None:
-    """The one of `names` the moment shows doing what the question asks about (the lines holding
-    its key words, `wanted`): one named in such a caption ("Tasha opened the fridge"), else the
-    wearer when such a caption is their own ("I used the microwave"), else one named in such a
-    speech line, else its speaker; None when the moment shows none of them."""
-    lines = [line for line in unit_lines(u) if wanted & set(query_tokens(line))]
-    said = [(who, line.split(":", 1)[1]) for line in lines if (who := speaker_of(line))]
-    seen = [line for line in lines if not speaker_of(line)]
-    wearer = person_name(u.agent)
-
-    def named(texts: list[str]) -> list[str]:
-        return [n for n in names if any(set(query_tokens(n)) <= set(query_tokens(t)) for t in texts)]
-
-    for found in (named(seen), [wearer] if seen and wearer in names else [], named([t for _, t in said]),
-                  [who for who, _ in said if who in names]):
-        if found:
-            return found[0]
-    return None
-
-
 def sentence(name: str, unit: Unit | None, q: Query, label: Callable[[int], str]) -> str:
     """"Alice, around 11:16 on DAY1." (the asker as "You (Jake)"); without a unit, the name alone."""
     who = f"You ({name})" if q.asker and name == person_name(q.asker) else name

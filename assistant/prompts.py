@@ -69,8 +69,6 @@ ANSWER_OPEN = "Answer in one or two short sentences that name the people and the
 ANSWER_OPEN_WHAT = "Answer in one or two short sentences that say what it was, who and when."
 # said once more when the first open reply was unusable (a copied line, scaffolding, nothing of the evidence)
 ANSWER_AGAIN = "Say it in your own words, from what the excerpts show: what it was, who and when."
-# asked for the thing alone, the answer is a phrase ("Make dessert"), completed with the excerpt that bears it out
-ANSWER_OPEN_PHRASE = "Answer with the thing itself, in a few words taken from the excerpts."
 OPEN_MIN_CHARS = 16  # the shortest open answer to a question that is not "who" (a lone name is shorter)
 ANSWER_CHOICE = "Choose the letter of the right option."
 # multiple choice by scoring: the reply's start after which the letters and options are read

@@ -213,17 +213,6 @@ def test_an_unusable_open_reply_is_asked_for_once_more(memory, clock):
     assert (b.mode, b.guard) == ("extractive", "echo") and len(twice.calls) == 2 and "pizza" in b.answer
 
 
-def test_an_open_what_question_may_be_answered_by_the_thing_itself(memory, clock):
-    """`open_what = "phrase"`: the model names the thing; the answer is completed with whose view and when."""
-    llm = FakeLLM([{"evidence": [1], "answer": "Pizza"}])
-    a = Answerer(memory, clock, AnswerSettings(planner="rule", open_what="phrase"), llm).answer(
-        Query("What is for dinner?", T + 3_600_000))
-    assert a.mode == "model" and a.answer.startswith("Pizza (") and "view, DAY1 11:" in a.answer, a.answer
-    assert "the thing itself" in llm.calls[0][0][-1]["content"]
-    default = Answerer(memory, clock, AnswerSettings(planner="rule"), llm)  # the default asks for sentences
-    assert "what it was, who and when" in default.ask(Query("What is for dinner?", T + 3_600_000), ())
-
-
 def test_an_open_when_question_is_told_the_time_of_its_best_excerpt(memory, clock):
     """No model call: the excerpt holding the question's words, its time relative to the question's."""
     llm = FakeLLM([{"evidence": [2], "answer": "Alice ordered pizza."}])

@@ -4,7 +4,6 @@ which questions they are, who may answer, and a time told as people say it."""
 from assistant import people, when
 from assistant.query import Query
 from memory.records import Unit
-from memory.tokenize import query_tokens
 
 
 def unit(uid, agent, ms, text):
@@ -91,15 +90,3 @@ def test_the_moment_that_answers_follows_the_question_s_order(clock):
     assert when.moment(cherries[:2], only_now, clock, idf).id == 6  # nothing before: the latest there is
     assert when.sentence(units[0], first, clock) == 'About four hours ago (DAY1 13:59): "Tasha: We can cook hot pot here".'
 
-
-def test_the_person_a_moment_shows_doing_it(clock):
-    at = clock.parse("DAY1 19:00:00")
-    names = ["Jake", "Alice", "Tasha", "Lucia"]
-    wanted = set(query_tokens("microwave"))
-    own = unit(1, "A1_JAKE", at, "I put the takeout in the microwave\nTasha: it is hot")
-    seen = unit(2, "A1_JAKE", at, "I watched Tasha open the microwave")
-    said = unit(3, "A2_ALICE", at, "我看着桌子\nLucia: is the microwave free?")
-    told = unit(4, "A2_ALICE", at, "Lucia: Tasha used the microwave")
-    assert [people.actor(u, names, wanted) for u in (own, seen, said, told)] == ["Jake", "Tasha", "Lucia", "Tasha"]
-    assert people.actor(own, ["Alice", "Tasha"], wanted) is None  # the wearer is not a candidate, no one else does it
-    assert people.actor(unit(5, "A1_JAKE", at, "I wash the dishes"), names, wanted) is None
