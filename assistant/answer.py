@@ -142,7 +142,9 @@ class Answerer:
         g = self.gather(q, "rule" if gone else None)  # nothing for a model to plan about a thing never seen
         count = self.llm.count if self.llm else estimate_tokens
         events_text = self.events_text(g.events)
-        units, excerpts = self.fit(g.units, q, self.settings.context_tokens - count(events_text), count)
+        written = not choices and not people.asks_who(q.question)  # the model writes it (not a scored name)
+        budget = self.settings.open_context_tokens if written else self.settings.context_tokens
+        units, excerpts = self.fit(g.units, q, budget - count(events_text), count)
         if shown is not None:
             shown(units, g.events)
         context = (f"Shared memory:\n{events_text}\n\n" if events_text else "") + f"Excerpts:\n{excerpts}"

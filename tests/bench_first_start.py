@@ -4,11 +4,11 @@
 
 The memory (`--db`, the week as `chorus import egolife` left it, not consolidated; embedded or
 not: the copy's vectors are dropped) is copied to a temporary folder; a mosquitto broker is started
-there and the daemon with its own defaults (the bundled base model, the rule planner; only the
+there and the daemon with its own defaults (the bundled models, the rule planner; only the
 broker's port and the log level are set). From the daemon's ready line,
 the README's questions are asked over MQTT one after another, as a person would at once: the
 seconds from the ready line to each answer, the answer and its stage timings, and the catch-up
-the daemon announced. Not a test: run by hand; prints one line per question and the ready lines.
+the daemon announced, and its peak resident memory. Not a test: run by hand; prints one line per\nquestion and the ready lines.
 """
 
 from __future__ import annotations
@@ -71,6 +71,17 @@ def follow(db: Path, seconds: float, since: float) -> None:
         time.sleep(15)
 
 
+def peak_rss_mb(pid: int) -> int | None:
+    """The process's peak resident set (VmHWM) while it still runs, or None."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) // 1024
+    except OSError:
+        return None
+    return None
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--db", type=Path, required=True)
@@ -102,6 +113,7 @@ def main() -> None:
                                  ensure_ascii=False), flush=True)
             follow(db, args.watch, ready)
         finally:
+            print(f"daemon peak resident memory: {peak_rss_mb(proc.pid)} MB", flush=True)
             proc.send_signal(signal.SIGTERM)
             proc.wait(120)
             broker.stop()

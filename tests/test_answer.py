@@ -118,3 +118,29 @@ def test_empty_memory_still_answers(store, clock):
     assert a.status == "ok" and a.gathered.requests == [] and a.gathered.units == []
     assert a.answer == "I don't find this in the memory." and a.choice is None and a.mode == "not_found"
     assert not llm.calls  # nothing to read: the model is not asked
+
+
+def test_an_open_question_the_model_writes_gets_the_larger_context(slice_db, clock):
+    """`open_context_tokens` for an open question whose answer the model writes; `context_tokens`
+    for multiple choice and for an open "who" (whose answer is a scored name)."""
+    from assistant.config import SearchSettings
+    from memory.store import Store
+
+    store = Store(slice_db)
+    try:
+        settings = AnswerSettings(planner="rule", shared_top_n=0, context_tokens=800, open_context_tokens=2400)
+        t = clock.parse("DAY1 13:00:00")
+
+        def size(question, options=(), reply=None):
+            llm = FakeLLM([reply or {"evidence": [1], "answer": "Jake said they would order pizza around 12:10."}])
+            a = Answerer(store, clock, settings, llm, budget=15, search=SearchSettings(dense=False)).answer(
+                Query(question, t, options, asker="A1_JAKE"))
+            return a.context_tokens
+
+        written = size("What were we talking about at lunch?")
+        choice = size("What were we talking about at lunch?", ("pizza", "cake", "games", "flowers"),
+                      {"evidence": [1], "choice": "A"})
+        who = size("Who talked about lunch?", reply={"evidence": [1], "answer": "Jake, around 12:10 on DAY1."})
+        assert 1600 < written <= 2500 and choice <= 900 and who <= 900, (written, choice, who)  # headers on top
+    finally:
+        store.close()

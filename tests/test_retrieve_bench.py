@@ -79,6 +79,15 @@ def test_bench_compares_retrievers_on_a_slice(house, slice_db, egolife, tmp_path
     assert rep["retrievers"]["default"]["hit@5min"] > 0
 
 
+def test_every_kth_sample_with_offsets_is_disjoint_and_covers_the_file(house, slice_db, egolife, tmp_path, capsys):
+    items = json.loads((egolife / "EgoLifeQA" / "EgoLifeQA_A1_JAKE_DAY1.json").read_text())
+    qa = tmp_path / "qa.json"
+    qa.write_text(json.dumps(items[:10]))
+    counts = [run_json(capsys, ["bench", "egolifeqa", str(qa), "--db", str(slice_db), "--retrievers", "lexical",
+                                "--every", "3", "--offset", str(k)])["questions"] for k in range(3)]
+    assert counts == [4, 3, 3]  # questions 0,3,6,9 / 1,4,7 / 2,5,8
+
+
 def test_bench_both_encoders_per_day_and_leave_one_day_out(house, slice_db, egolife, tmp_path, capsys):
     qa = tmp_path / "qa.json"
     days = [json.loads((egolife / "EgoLifeQA" / f"EgoLifeQA_A1_JAKE_DAY{d}.json").read_text())[:4] for d in (1, 2)]

@@ -19,6 +19,8 @@ def bench_arguments(p: argparse.ArgumentParser) -> None:
     eq.add_argument("files", nargs="+", type=Path)
     eq.add_argument("--limit", type=int, help="only the first N questions")
     eq.add_argument("--every", type=int, default=1, help="only every K-th question (a spread-out sample)")
+    eq.add_argument("--offset", type=int, default=0,
+                    help="with --every: start at the N-th question (0 to K-1: the K samples are disjoint)")
     eq.add_argument("--retrievers", default="default,egomas-reference",
                     help="comma-separated retrievers to compare; a hybrid one may end in @ENCODER "
                          "(default@minilm,default@use-multilingual)")
@@ -49,7 +51,7 @@ def cmd_bench(args) -> int:
     missing = [str(f) for f in args.files if not f.exists()]
     if missing:
         raise UserError(f"no such file: {', '.join(missing)}")
-    items = load_items(args.files, clock)[:: max(1, args.every)]
+    items = load_items(args.files, clock)[max(0, args.offset):: max(1, args.every)]
     if args.before:
         before = parse_time(clock, args.before, "--before")
         items = [i for i in items if i.query_ms < before]
