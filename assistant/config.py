@@ -49,7 +49,8 @@ class AnswerSettings(BaseModel):
         "14 s on 2 cores, as accurately as with 1200; EgoMAS used 4600).")
     open_context_tokens: int = Field(
         2000, ge=256, description="The same for an open question whose answer the model writes (all but 'who'): "
-        "2000 against 1000 gained 6 of the 108 EgoLifeQA DAY1-2 such questions, 3 on each day, at 3 s more.")
+        "2000 against 1000 gained 6 of the 108 EgoLifeQA DAY1-2 such questions, 3 on each day, at about 3 s more "
+        "an answer on 2 cores.")
     filler_lines: int | None = Field(
         None, ge=0, description="Lines sharing no word with the question kept per excerpt besides those that do "
         "(None: fill each excerpt's share of the budget).")

@@ -8,7 +8,8 @@ there and the daemon with its own defaults (the bundled models, the rule planner
 broker's port and the log level are set). From the daemon's ready line,
 the README's questions are asked over MQTT one after another, as a person would at once: the
 seconds from the ready line to each answer, the answer and its stage timings, and the catch-up
-the daemon announced, and its peak resident memory. Not a test: run by hand; prints one line per\nquestion and the ready lines.
+the daemon announced, and its peak resident memory. Not a test: run by hand; prints one line per
+question and the ready lines.
 """
 
 from __future__ import annotations

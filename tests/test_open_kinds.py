@@ -89,4 +89,3 @@ def test_the_moment_that_answers_follows_the_question_s_order(clock):
     only_now = Query("When was the last time cherries were mentioned?", at("DAY2 10:50:00"))
     assert when.moment(cherries[:2], only_now, clock, idf).id == 6  # nothing before: the latest there is
     assert when.sentence(units[0], first, clock) == 'About four hours ago (DAY1 13:59): "Tasha: We can cook hot pot here".'
-
