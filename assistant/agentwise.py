@@ -36,7 +36,7 @@ class MemorySearch:
         self.segments = hybrid.index if hybrid else LexicalIndex(store, SEGMENTS)
         self.event_index = LexicalIndex(store, EVENTS)
         self.events = EventStore(store)
-        self.lexical = LexicalRetriever(store, self.segments)
+        self.lexical = hybrid.lexical if hybrid else LexicalRetriever(store, self.segments)
         self.hybrid = hybrid
         self.flat = hybrid or self.lexical
 

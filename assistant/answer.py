@@ -19,16 +19,7 @@ from assistant.agentwise import MemorySearch
 from assistant.config import AnswerSettings, SearchSettings
 from assistant.context import fit_units
 from assistant.frames import FrameFinder
-from assistant.guard import (
-    EXTRACTIVE,
-    MODEL,
-    NOT_FOUND_MODE,
-    TIMED,
-    Reply,
-    check_open,
-    extractive,
-    unseen,
-)
+from assistant.guard import EXTRACTIVE, MODEL, NOT_FOUND_MODE, TIMED, Reply, check_open, extractive, unseen
 from assistant.planner import Request, merge, plan, round_robin
 from assistant.prompts import (
     ANSWER_AGAIN,
@@ -292,10 +283,12 @@ class Answerer:
 
     def readings(self, q: Query, units: list[Unit], options: list[str]) -> dict[str, np.ndarray]:
         """How the evidence backs each option (`assistant.vote`): the excerpts shown, the whole memory."""
-        base = self.search.lexical.weights(replace(q, options=()))
+        lex = self.search.lexical
+        base = lex.weights(replace(q, options=()), translate=False)
         named = [vote.as_asker(o, q.asker) for o in options]
-        return {"mentions": vote.mentions(units, q.question, named), "wearer": vote.wearer(units, named),
-                "lexical": vote.lexical(self.search.segments, base, named, q.as_of_ms),
+        return {"mentions": vote.mentions(units, q.question, named, translations=lex.translations_of),
+                "wearer": vote.wearer(units, named),
+                "lexical": vote.lexical(self.search.segments, base, named, q.as_of_ms, lex.translated),
                 "timing": vote.timing(units, options, q.as_of_ms, self.clock)}
 
     def names(self) -> set[str]:

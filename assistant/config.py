@@ -119,6 +119,11 @@ class SearchSettings(BaseModel):
     options_apart: bool = Field(True, description="Score each answer option with the question on its own.")
     dense_options: bool = Field(False, description="Put the answer options in the text of the question's vector "
                                 "(off: the question alone; the options go to BM25).")
+    translations: bool = Field(
+        False, description="Add to BM25 the Chinese tokens the question's English words are translated with, learnt "
+        "from the memory's own translated lines (`memory.glossary`): an English question finds untranslated lines.")
+    translation_weight: float = Field(0.25, ge=0, description="Weight of a translation against its English word's "
+                                      "(times how surely the glossary pairs them).")
     option_weight: float = Field(1.0, ge=0, description="Weight of an option's words against the question's.")
     name_option_share: float = Field(0.5, ge=0, description="Share of the option weight for people's names.")
     dense_weight: float = Field(0.6, ge=0, description="Weight of the dense score against BM25's 1.")

@@ -34,6 +34,7 @@ from assistant.temporal import CUE_WORDS, Intent, read_intent
 from memory.clock import HouseClock
 from memory.entities import EntityMemory, person_key
 from memory.events import EventStore
+from memory.glossary import Glossary
 from memory.lexical import LexicalIndex
 from memory.records import SEGMENT_MS, Unit
 from memory.store import Store
@@ -65,13 +66,15 @@ class HybridRetriever:
     def __init__(self, store: Store, clock: HouseClock, settings: SearchSettings, *, index: LexicalIndex | None = None,
                  vectors=None, embedder=None, event_vectors=None, name: str = "default",
                  pool_cache: dict | None = None, entities: EntityMemory | None = None,
-                 event_index: LexicalIndex | None = None):
+                 event_index: LexicalIndex | None = None, glossary: Glossary | None = None):
         """`pool_cache` (optional, shared by variants that differ only in weights applied after the
         candidates are gathered: the weight search of `chorus bench --loo`) keeps each question's
         candidates, so a variant re-scores them instead of searching again."""
         self.store, self.clock, self.s, self.name = store, clock, settings, name
-        self.lexical = LexicalRetriever(store, index)
+        self.lexical = LexicalRetriever(store, index, glossary=glossary,
+                                        cross_lingual=settings.translation_weight if settings.translations else 0.0)
         self.index = self.lexical.index
+        self.glossary = glossary
         self.vectors, self.embedder, self.event_vectors = vectors, embedder, event_vectors
         self.pool_cache = pool_cache
         self.entities, self.event_index = entities, event_index
@@ -82,6 +85,8 @@ class HybridRetriever:
         """Before a question: the lexical index, and the vectors when only a few units are new (a
         larger backlog is embedded by `Retrievers.prepare` or the daemon's background indexer)."""
         self.index.refresh()
+        if self.s.translations and self.glossary is not None:
+            self.glossary.refresh()
         if self.s.entity_memory and self.entities is not None:
             self.entities.refresh()
         if self.s.dense and self.vectors is not None:
@@ -161,10 +166,10 @@ class HybridRetriever:
         out = []
         for o in q.options:
             if o:
-                w = self.lexical.weights(replace(q, options=()))
+                w = self.lexical.weights(replace(q, options=()), translate=False)
                 for t in query_tokens(o):
                     w[t] = w.get(t, 0.0) + self.s.option_weight * (self.s.name_option_share if t in self.people() else 1.0)
-                out.append(w)
+                out.append(self.lexical.translated(w))
         return out
 
     def shared_events(self, q: Query, lexical: list[tuple[int, float]], k: int) -> list[tuple[int, float]]:

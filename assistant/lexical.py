@@ -11,6 +11,7 @@ import time
 from dataclasses import replace
 
 from assistant.query import Query, Retrieved, person_name, speaks_of_self
+from memory.glossary import Glossary
 from memory.lexical import LexicalIndex
 from memory.store import Store
 from memory.tokenize import query_tokens
@@ -24,12 +25,28 @@ class LexicalRetriever:
 
     name = "default"
 
-    def __init__(self, store: Store, index: LexicalIndex | None = None, *, per_slot: int = 1):
+    def __init__(self, store: Store, index: LexicalIndex | None = None, *, per_slot: int = 1,
+                 glossary: Glossary | None = None, cross_lingual: float = 0.0):
+        """`glossary` with `cross_lingual` > 0: a query's English words bring their translations
+        (`memory.glossary`) at that share of their weight."""
         self.store = store
         self.index = index or LexicalIndex(store)
         self.per_slot = per_slot
+        self.glossary, self.cross_lingual = glossary, cross_lingual
 
-    def weights(self, q: Query) -> dict[str, float]:
+    def translated(self, w: dict[str, float]) -> dict[str, float]:
+        """The weighted words with their translations added (as they are without a glossary)."""
+        if self.glossary is None or self.cross_lingual <= 0:
+            return w
+        return self.glossary.expand(w, self.cross_lingual)
+
+    def translations_of(self, token: str) -> set[str]:
+        """The tokens a query would add for this one (none without a glossary)."""
+        if self.glossary is None or self.cross_lingual <= 0:
+            return set()
+        return set(self.glossary.expand({token: 1.0}, self.cross_lingual)) - {token}
+
+    def weights(self, q: Query, translate: bool = True) -> dict[str, float]:
         w: dict[str, float] = {}
         for t in query_tokens(q.question):
             w[t] = w.get(t, 0.0) + 1.0
@@ -39,7 +56,7 @@ class LexicalRetriever:
         if q.asker and speaks_of_self(q.question):
             for t in query_tokens(person_name(q.asker)):
                 w[t] = w.get(t, 0.0) + OPTION_WEIGHT
-        return w
+        return self.translated(w) if translate else w
 
     def agent_ids(self, names) -> list[int] | None:
         if not names:

@@ -15,6 +15,7 @@ from assistant.config import SearchSettings
 from assistant.hybrid import HybridRetriever
 from memory.clock import HouseClock
 from memory.entities import EntityMemory
+from memory.glossary import Glossary
 from memory.lexical import EVENTS, LexicalIndex
 from memory.store import Store
 from memory.tokenize import MULTILINGUAL_VIEW, english_view, multilingual_view
@@ -48,6 +49,7 @@ class Retrievers:
         self.index = LexicalIndex(store)
         self.event_index = LexicalIndex(store, EVENTS)
         self.entities = EntityMemory(store)
+        self.glossary = Glossary(store)
         self._embedder_factory = embedder_factory
         self._dense: dict[str, tuple[VectorIndex, VectorIndex, object]] = {}
         self._broken: set[str] = set()
@@ -99,6 +101,8 @@ class Retrievers:
         if lexical:
             self.index.refresh()
         self.entities.refresh()  # the daemon's background indexer keeps it up to date for questions
+        if self.settings.translations:
+            self.glossary.refresh()
         done: dict[str, int] = {}
         for enc in dict.fromkeys((self.settings.encoder, *encoders)):
             if not self.dense_ok(enc):
@@ -134,7 +138,7 @@ class Retrievers:
             seg, ev, e = self._open(encoder)
         return HybridRetriever(self.store, self.clock, s, index=self.index, vectors=seg, embedder=e,
                                event_vectors=ev, name=name, pool_cache=pool_cache, entities=self.entities,
-                               event_index=self.event_index)
+                               event_index=self.event_index, glossary=self.glossary)
 
 
 def make_encoder(s: SearchSettings, encoder: str):

@@ -28,7 +28,7 @@ set by leave-one-day-out on EgoLifeQA DAY1-2 (README, "Answers: the evidence's v
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -54,15 +54,17 @@ def own_words(option: str, question: str) -> set[str]:
     return (words - set(query_tokens(question))) or words
 
 
-def mentions(units: Sequence[Unit], question: str, options: Sequence[str], decay: float = 0.5) -> np.ndarray:
-    """Per option: the share of its own words each excerpt holds, summed with weight 1/rank^decay."""
-    sets = [own_words(o, question) for o in options]
+def mentions(units: Sequence[Unit], question: str, options: Sequence[str], decay: float = 0.5,
+             translations: Callable[[str], set[str]] = lambda t: set()) -> np.ndarray:
+    """Per option: the share of its own words each excerpt holds (a word or one of its
+    `translations`), summed with weight 1/rank^decay."""
+    sets = [{t: {t} | translations(t) for t in own_words(o, question)} for o in options]
     out = np.zeros(len(options))
     for rank, u in enumerate(units):
         words, w = set(tokenize(u.text)), 1.0 / (rank + 1) ** decay
         for i, own in enumerate(sets):
             if own:
-                out[i] += w * len(own & words) / len(own)
+                out[i] += w * sum(1 for forms in own.values() if forms & words) / len(own)
     return out
 
 
@@ -79,16 +81,18 @@ def wearer(units: Sequence[Unit], options: Sequence[str], decay: float = 0.5) ->
     return out
 
 
-def lexical(index: LexicalIndex, base: Mapping[str, float], options: Sequence[str], as_of: int) -> np.ndarray:
+def lexical(index: LexicalIndex, base: Mapping[str, float], options: Sequence[str], as_of: int,
+            translate: Callable[[dict[str, float]], dict[str, float]] = dict) -> np.ndarray:
     """Per option: the best BM25 score of `base` (the question's weighted words) with the option's
-    words added (weight 1 each), less the best of `base` alone."""
+    words added (weight 1 each), less the best of `base` alone; `translate` adds each query's
+    translations (`LexicalRetriever.translated`), so "pizza" finds 披萨 too."""
     queries = []
     for o in options:
         w = dict(base)
         for t in query_tokens(o):
             w[t] = w.get(t, 0.0) + 1.0
-        queries.append(w)
-    *found, alone = index.search_many([*queries, dict(base)], k=1, as_of=as_of)
+        queries.append(translate(w))
+    *found, alone = index.search_many([*queries, translate(dict(base))], k=1, as_of=as_of)
     floor = alone[0][1] if alone else 0.0
     return np.array([(hits[0][1] - floor) if hits else 0.0 for hits in found])
 

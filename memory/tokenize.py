@@ -37,6 +37,11 @@ _stemmer = Stemmer.Stemmer("english")
 
 
 @lru_cache(maxsize=65536)
+def has_cjk(text: str) -> bool:
+    """Whether the text holds a Chinese (CJK ideograph) character."""
+    return _CJK.search(text) is not None
+
+
 def _stem(word: str) -> str:
     return _stemmer.stemWord(word)
 

@@ -40,6 +40,15 @@ def test_mentions_count_the_best_excerpts_most():
     assert list(half) == pytest.approx([0.5, 1.0])
 
 
+def test_an_option_is_mentioned_in_its_translation_too():
+    units = [unit(1, "我们中午吃披萨吧", "A2_ALICE"), unit(2, "Jake: hot pot tonight?")]
+    opts = ["Pizza", "Hot pot"]
+    assert list(mentions(units, "What is for lunch?", opts)) == pytest.approx([0, 2 ** -0.5])
+    glossary = {"pizza": {"披萨"}}
+    m = mentions(units, "What is for lunch?", opts, translations=lambda t: glossary.get(t, set()))
+    assert list(m) == pytest.approx([1.0, 2 ** -0.5])
+
+
 def test_lexical_support_is_the_gain_of_the_option_over_the_question_alone(store, clock):
     t = clock.parse("DAY1 11:16:00")
     store.add([Observation("A2_ALICE", "caption", t, t + 4000, "Alice tightens the screws with a screwdriver"),
@@ -52,6 +61,12 @@ def test_lexical_support_is_the_gain_of_the_option_over_the_question_alone(store
     # Alice shares a moment with the screwdriver; a name alone scores its own moment, less; Bob none
     assert got[1] > max(got[0], got[2]) > 0 and got[3] == 0
     assert lexical(ix, base, ["Alice"], as_of=t - 1)[0] == 0  # nothing before the question's time
+    store.add([Observation("A5_KATRINA", "caption", t + 180_000, t + 184_000, "我和Katrina用螺丝刀", lang="zh")])
+    ix.refresh()
+    plain = lexical(ix, base, ["Katrina", "Tasha"], as_of=t + 600_000)
+    crossed = lexical(ix, base, ["Katrina", "Tasha"], as_of=t + 600_000,
+                      translate=lambda w: {**w, "丝刀": w.get("screwdriv", 0.0)})
+    assert crossed[0] > plain[0] and crossed[0] > crossed[1]  # her screwdriver is said in Chinese only
 
 
 def test_standardised_and_combined():

@@ -1,0 +1,115 @@
+"""The glossary learnt from the memory's own translated lines, and English questions that find
+untranslated Chinese lines through it."""
+
+from __future__ import annotations
+
+from assistant.lexical import LexicalRetriever
+from assistant.query import Query
+from memory.glossary import Glossary
+from memory.records import Observation
+from memory.store import Store
+from memory.tokenize import tokenize
+
+# (Chinese, English) said by Jake, each pair at one moment: the glossary's only teacher
+PAIRS = [
+    ("螺丝刀在哪里", "Where is the screwdriver?"),
+    ("把螺丝刀给我", "Give me the screwdriver."),
+    ("这个螺丝刀太小了", "This screwdriver is too small."),
+    ("我们中午吃披萨吧", "Let's have pizza for lunch."),
+    ("披萨到了", "The pizza has arrived."),
+    ("还要一块披萨吗", "Another slice of pizza?"),
+    ("花放在桌子上", "The flowers are on the table."),
+    ("我去买花", "I'll go buy flowers."),
+    ("这些花很好看", "These flowers are pretty."),
+]
+
+
+def _paired(store: Store, clock, start="DAY1 10:00:00") -> None:
+    t = clock.parse(start)
+    obs = []
+    for k, (zh, en) in enumerate(PAIRS * 2):
+        at = t + 60_000 * k
+        obs += [Observation("A1_JAKE", "transcript", at, at + 3000, f"Jake: {zh}", speaker="Jake", lang="zh"),
+                Observation("A1_JAKE", "transcript", at, at + 3000, f"Jake: {en}", speaker="Jake", lang="en")]
+    store.add(obs)
+
+
+def test_words_align_with_their_translations(store, clock):
+    _paired(store, clock)
+    g = Glossary(store)
+    assert g.refresh()
+    assert g.terms["screwdriv"][0][0] in {"螺丝", "丝刀", "螺丝刀"}, g.terms["screwdriv"]
+    assert g.terms["pizza"][0][0] in {"披萨", "披", "萨"}, g.terms["pizza"]
+    assert all(z not in {"披萨", "披", "萨"} for z, _ in g.terms["flower"])  # no word borrows another's
+    added = g.expand({"screwdriv": 1.0}, 0.5)
+    assert set(added) > {"screwdriv"} and all(0 < w <= 0.5 for t, w in added.items() if t != "screwdriv")
+    assert g.expand({"screwdriv": 1.0}, 0.0) == {"screwdriv": 1.0}
+
+
+def test_an_english_question_finds_an_untranslated_caption(store, clock):
+    _paired(store, clock)
+    at = clock.parse("DAY1 11:05:00")
+    store.add([Observation("A2_ALICE", "caption", at, at + 3000, "我用螺丝刀拧紧了架子", lang="zh"),
+               Observation("A4_LUCIA", "caption", at, at + 3000, "我在厨房洗碗", lang="zh")])
+    g = Glossary(store)
+    q = Query("Who used the screwdriver?", as_of_ms=clock.parse("DAY1 12:00:00"), budget=30)
+    plain = LexicalRetriever(store).retrieve(q).units
+    found = LexicalRetriever(store, glossary=g, cross_lingual=0.5)
+    g.refresh()
+    crossed = found.retrieve(q).units
+    assert not any(u.agent == "A2_ALICE" for u in plain)
+    alice = [u for u in crossed if u.agent == "A2_ALICE"]
+    assert alice and "螺丝刀" in alice[0].text
+    assert not any(u.agent == "A4_LUCIA" for u in crossed)  # the dishes share no word with it
+
+
+def test_kept_beside_the_database_and_learnt_again_as_memory_grows(tmp_path, clock):
+    s = Store(tmp_path / "m.sqlite")
+    _paired(s, clock)
+    g = Glossary(s)
+    assert g.refresh() and not g.refresh()
+    again = Glossary(s)  # read back, not learnt again
+    assert again.terms == g.terms and not again.refresh()
+    _paired(s, clock, "DAY2 10:00:00")  # twice the memory
+    assert again.refresh()
+    assert not g.refresh() and g.built_at == again.built_at  # learnt by the other one: read, not learnt again
+    s.close()
+
+
+def test_the_real_week_teaches_the_words_of_its_questions(slice_db):
+    """Two hours of DAY1, three wearers: Jake's translated lines teach "screw", and a search for
+    tightening screws then reaches Alice's captions, which are Chinese only."""
+    s = Store(slice_db, readonly=True)
+    try:
+        g = Glossary(s, folder=None)
+        g.path = None  # the session's slice is read-only
+        g.refresh()
+        assert "螺丝" in [z for z, _ in g.terms["screw"]], g.terms.get("screw")
+        q = Query("Who was tightening screws?", as_of_ms=10**15, budget=15)
+        crossed = LexicalRetriever(s, glossary=g, cross_lingual=0.25).retrieve(q).units
+        plain = LexicalRetriever(s).retrieve(q).units
+
+        def untranslated(units):  # the screws said in Chinese only
+            return [u for u in units if "screw" not in tokenize(u.text) and "螺丝" in u.text]
+
+        assert len(untranslated(crossed)) > len(untranslated(plain)), [u.text[:80] for u in crossed]
+    finally:
+        s.close()
+
+
+def test_the_switch_reaches_the_default_retriever(store, clock):
+    """`retrieval.translations` on: the hybrid search (as answering uses it) learns the glossary
+    before the question and finds the untranslated caption; off, it does not."""
+    from assistant.config import SearchSettings
+    from assistant.retrievers import Retrievers
+
+    _paired(store, clock)
+    at = clock.parse("DAY1 11:05:00")
+    store.add([Observation("A2_ALICE", "caption", at, at + 3000, "我用螺丝刀拧紧了架子", lang="zh")])
+    q = Query("Who used the screwdriver?", as_of_ms=clock.parse("DAY1 12:00:00"), budget=30)
+    for on in (False, True):
+        r = Retrievers(store, clock, SearchSettings(dense=False, translations=on, translation_weight=0.5))
+        hybrid = r.make("default")
+        hybrid.refresh()
+        got = hybrid.retrieve(q).units
+        assert any(u.agent == "A2_ALICE" for u in got) == on, on
