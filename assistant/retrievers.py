@@ -102,7 +102,7 @@ class Retrievers:
             self.index.refresh()
         self.entities.refresh()  # the daemon's background indexer keeps it up to date for questions
         if self.settings.translations:
-            self.glossary.refresh()
+            self.glossary.learn_if_due()
         done: dict[str, int] = {}
         for enc in dict.fromkeys((self.settings.encoder, *encoders)):
             if not self.dense_ok(enc):

@@ -9,8 +9,10 @@ tokens added at a lower weight, reach the lines that were never translated: the 
 other wearers. No model and no dictionary: what the memory holds is what it learns, in any pair
 of languages whose lines are stored in pairs.
 
-Built from the newest `MAX_ROWS` observations, persisted beside the database, rebuilt when the
-memory has grown by a quarter since (`refresh`).
+Learnt from the newest `MAX_ROWS` Chinese and English observations and kept beside the database
+(`learn_if_due`: by `chorus index` and the daemon's background indexer, again when the memory has
+grown by a quarter); a question only reads what was learnt (`refresh`), and learns it itself only
+when there is none yet.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from pathlib import Path
 import numpy as np
 import scipy.sparse as sp
 
+from memory.shards import write_json
 from memory.store import Store
 from memory.tokenize import has_cjk, tokenize
 
@@ -41,20 +44,28 @@ GROW = 1.25  # rebuilt when the memory has grown by this factor
 class Glossary:
     """English token -> [(Chinese token, Dice coefficient)], best first."""
 
-    def __init__(self, store: Store, folder: str | Path | None = None):
+    def __init__(self, store: Store, folder: str | Path | None = None, *, persist: bool = True):
+        """`persist` false: nothing is read from or written to disk (a read-only memory)."""
         self.store = store
         base = Path(folder) if folder else (None if store.path == ":memory:" else Path(store.path + ".index"))
-        self.path = base / "glossary.json" if base else None
+        self.path = base / "glossary.json" if base and persist else None
         self.terms: dict[str, list[tuple[str, float]]] = {}
         self.built_at = -1  # the largest observation id read
-        self._mtime: int | None = None
+        self._seen: tuple | None = None  # the saved file's (mtime, inode, size) when last read or written
         self._load()
 
     def refresh(self) -> bool:
-        """Rebuild when the memory has grown by a quarter (or was never read); True if rebuilt."""
-        self._load()  # another process (the daemon's indexer) may have learnt it since
+        """Before a question: what another process learnt since; learnt here only when there is
+        none at all (a rebuild takes 10 s at week scale: not a question's to wait for)."""
+        self._load()
+        return self.learn_if_due() if self.built_at < 0 else False
+
+    def learn_if_due(self) -> bool:
+        """Learn again when the memory has grown by a quarter, or is another memory (fewer rows
+        than were read), or nothing was learnt yet; True if learnt."""
+        self._load()
         top = self.store.db.execute("SELECT COALESCE(MAX(id), 0) FROM observations").fetchone()[0]
-        if self.built_at >= 0 and top < max(self.built_at * GROW, self.built_at + 1):
+        if 0 <= self.built_at <= top < max(self.built_at * GROW, self.built_at + 1):
             return False
         t0 = time.perf_counter()
         self.terms = learn(self._pairs())
@@ -89,32 +100,30 @@ class Glossary:
                 if a[:3] == b[:3] and a[3] == "zh" and b[3] == "en"]
 
     def _load(self) -> None:
-        """The saved glossary, when it changed on disk since it was last read or written here."""
+        """The saved glossary, when the file changed since it was last read or written here."""
         try:
-            mtime = self.path.stat().st_mtime_ns if self.path else None
+            st = self.path.stat() if self.path else None
         except OSError:
             return
-        if mtime is None or mtime == self._mtime:
+        seen = (st.st_mtime_ns, st.st_ino, st.st_size) if st else None
+        if seen is None or seen == self._seen:
             return
-        self._mtime = mtime
+        self._seen = seen
         try:
-            data = json.loads(self.path.read_text())
+            data = json.loads(self.path.read_text(encoding="utf-8"))
             if data.get("version") == VERSION:
                 self.terms = {k: [(z, float(d)) for z, d in v] for k, v in data["terms"].items()}
                 self.built_at = int(data["built_at"])
-        except (OSError, ValueError, KeyError, TypeError) as e:
+        except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
             logger.warning("glossary at %s unreadable (%s): it is learnt again", self.path, e)
 
     def _save(self) -> None:
         if self.path is None:
             return
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = self.path.with_suffix(".tmp")
-            tmp.write_text(json.dumps({"version": VERSION, "built_at": self.built_at, "terms": self.terms},
-                                      ensure_ascii=False))
-            tmp.replace(self.path)
-            self._mtime = self.path.stat().st_mtime_ns
+            write_json(self.path, {"version": VERSION, "built_at": self.built_at, "terms": self.terms})
+            st = self.path.stat()
+            self._seen = (st.st_mtime_ns, st.st_ino, st.st_size)
         except OSError as e:
             logger.warning("glossary not saved to %s: %s", self.path, e)
 
@@ -125,11 +134,11 @@ def learn(pairs: list[tuple[str, str]]) -> dict[str, list[tuple[str, float]]]:
     zh: dict[str, int] = {}
     ei, ej, zi, zj = [], [], [], []
     for k, (z, e) in enumerate(pairs):
-        for t in set(tokenize(e)):
+        for t in dict.fromkeys(tokenize(e)):  # first-seen order, not a set's: the same on every run
             if not has_cjk(t):
                 ej.append(en.setdefault(t, len(en)))
                 ei.append(k)
-        for t in set(tokenize(z)):
+        for t in dict.fromkeys(tokenize(z)):
             if has_cjk(t):
                 zj.append(zh.setdefault(t, len(zh)))
                 zi.append(k)
@@ -141,16 +150,18 @@ def learn(pairs: list[tuple[str, str]]) -> dict[str, list[tuple[str, float]]]:
     ce, cz = np.asarray(E.sum(0)).ravel(), np.asarray(Z.sum(0)).ravel()
     keep = np.flatnonzero(ce >= MIN_COUNT)
     C = (E[:, keep].T @ Z).tocsr()
-    en_words, zh_words = list(en), np.array(list(zh))
+    en_words, zh_words = list(en), list(zh)
+    # ties (common in a small memory) go to the longer token, then the first in code-point order
+    longer = -np.array([len(z) for z in zh_words])
+    order = np.empty(len(zh_words), dtype=np.int64)
+    order[np.argsort(np.array(zh_words))] = np.arange(len(zh_words))
     out: dict[str, list[tuple[str, float]]] = {}
     for r, i in enumerate(keep):
         lo, hi = C.indptr[r], C.indptr[r + 1]
         cols, both = C.indices[lo:hi], C.data[lo:hi]
-        dice = 2 * both / (ce[i] + cz[cols])
-        near = np.argsort(-dice, kind="stable")[: 4 * KEEP]
-        # ties (common in a small memory) go to the longer token, then the same way on every run
-        scored = sorted((-round(float(dice[j]), 3), -len(zh_words[cols[j]]), str(zh_words[cols[j]])) for j in near)
-        kept = [(z, -d) for d, _, z in scored[:KEEP] if -d >= FLOOR]
+        dice = np.round(2 * both / (ce[i] + cz[cols]), 3)
+        best = np.lexsort((order[cols], longer[cols], -dice))[:KEEP]
+        kept = [(zh_words[cols[j]], float(dice[j])) for j in best if dice[j] >= FLOOR]
         if kept:
             out[en_words[i]] = kept
     return out

@@ -75,14 +75,21 @@ def write_shard(folder: Path, shard: Shard) -> None:
 
 
 def write_manifest(folder: Path, manifest: dict) -> None:
-    tmp = folder / f".manifest.tmp{os.getpid()}-{threading.get_ident()}"
+    write_json(folder / "manifest.json", manifest)
+
+
+def write_json(path: Path, data) -> None:
+    """`data` as JSON at `path`, whole or not at all: a temporary file of this process and thread,
+    synced, then renamed over it (two writers never share a temporary file)."""
+    folder = path.parent
+    tmp = folder / f".{path.stem}.tmp{os.getpid()}-{threading.get_ident()}"
     try:
         folder.mkdir(parents=True, exist_ok=True)
-        with open(tmp, "w") as f:
-            f.write(json.dumps(manifest))
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write(json.dumps(data, ensure_ascii=False))
             f.flush()
             os.fsync(f.fileno())
-        os.replace(tmp, folder / "manifest.json")
+        os.replace(tmp, path)
         _sync_dir(folder)
     except OSError:
         tmp.unlink(missing_ok=True)

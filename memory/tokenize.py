@@ -36,12 +36,12 @@ QUESTION_STOPWORDS = frozenset(
 _stemmer = Stemmer.Stemmer("english")
 
 
-@lru_cache(maxsize=65536)
 def has_cjk(text: str) -> bool:
     """Whether the text holds a Chinese (CJK ideograph) character."""
     return _CJK.search(text) is not None
 
 
+@lru_cache(maxsize=65536)
 def _stem(word: str) -> str:
     return _stemmer.stemWord(word)
 
