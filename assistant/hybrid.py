@@ -74,7 +74,6 @@ class HybridRetriever:
         self.lexical = LexicalRetriever(store, index, glossary=glossary,
                                         cross_lingual=settings.translation_weight if settings.translations else 0.0)
         self.index = self.lexical.index
-        self.glossary = glossary
         self.vectors, self.embedder, self.event_vectors = vectors, embedder, event_vectors
         self.pool_cache = pool_cache
         self.entities, self.event_index = entities, event_index
@@ -85,8 +84,8 @@ class HybridRetriever:
         """Before a question: the lexical index, and the vectors when only a few units are new (a
         larger backlog is embedded by `Retrievers.prepare` or the daemon's background indexer)."""
         self.index.refresh()
-        if self.s.translations and self.glossary is not None:
-            self.glossary.refresh()
+        if self.s.translations and self.lexical.glossary is not None:
+            self.lexical.glossary.refresh()
         if self.s.entity_memory and self.entities is not None:
             self.entities.refresh()
         if self.s.dense and self.vectors is not None:

@@ -44,7 +44,7 @@ class LexicalRetriever:
         """The tokens a query would add for this one (none without a glossary)."""
         if self.glossary is None or self.cross_lingual <= 0:
             return set()
-        return set(self.glossary.expand({token: 1.0}, self.cross_lingual)) - {token}
+        return self.glossary.translations(token)
 
     def weights(self, q: Query, translate: bool = True) -> dict[str, float]:
         w: dict[str, float] = {}

@@ -49,10 +49,16 @@ class Retrievers:
         self.index = LexicalIndex(store)
         self.event_index = LexicalIndex(store, EVENTS)
         self.entities = EntityMemory(store)
-        self.glossary = Glossary(store)
+        self._glossary: Glossary | None = None  # read or learnt only with `translations` on
         self._embedder_factory = embedder_factory
         self._dense: dict[str, tuple[VectorIndex, VectorIndex, object]] = {}
         self._broken: set[str] = set()
+
+    def glossary(self) -> Glossary:
+        """The memory's glossary (`memory.glossary`), opened on first use."""
+        if self._glossary is None:
+            self._glossary = Glossary(self.store)
+        return self._glossary
 
     def dense_ok(self, encoder: str | None = None) -> bool:
         """Whether dense search is on and its model loads; a model that cannot load is logged once
@@ -102,7 +108,7 @@ class Retrievers:
             self.index.refresh()
         self.entities.refresh()  # the daemon's background indexer keeps it up to date for questions
         if self.settings.translations:
-            self.glossary.learn_if_due()
+            self.glossary().learn_if_due()
         done: dict[str, int] = {}
         for enc in dict.fromkeys((self.settings.encoder, *encoders)):
             if not self.dense_ok(enc):
@@ -138,7 +144,8 @@ class Retrievers:
             seg, ev, e = self._open(encoder)
         return HybridRetriever(self.store, self.clock, s, index=self.index, vectors=seg, embedder=e,
                                event_vectors=ev, name=name, pool_cache=pool_cache, entities=self.entities,
-                               event_index=self.event_index, glossary=self.glossary)
+                               event_index=self.event_index,
+                               glossary=self.glossary() if s.translations else None)
 
 
 def make_encoder(s: SearchSettings, encoder: str):

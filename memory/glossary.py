@@ -89,6 +89,10 @@ class Glossary:
         out.update(added)
         return out
 
+    def translations(self, token: str, floor: float = USE) -> set[str]:
+        """The tokens `expand` adds for this one."""
+        return {zh for zh, dice in self.terms.get(token, ()) if dice >= floor and zh != token}
+
     def _pairs(self) -> list[tuple[str, str]]:
         """(Chinese line, English line) stored at the same moment by the same agent, same kind."""
         rows = self.store.db.execute(
