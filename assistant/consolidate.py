@@ -211,10 +211,13 @@ def grounded(replies, lines: list[str], start: int, model: str) -> list[Event]:
 
     A small model sometimes copies the prompt's example, invents, or repeats itself; an event is
     kept when at least half of its content words occur in the window's lines and most of them are
-    not the example's.
+    not the example's. A repeat is dropped, also one that only puts other people into the same
+    sentence (the 0.5B model wrote "Jake and Tasha were friends, but ..." for three pairs of one
+    window): its words other than names are those of an event kept before (Jaccard >= 0.8).
     """
     seen_words = set(tokenize(" ".join(lines)))
-    out, seen = [], set()
+    everyone = set(tokenize(" ".join(n for e in replies for n in e.who)))
+    out, seen, kept = [], set(), []
     for e in replies:
         who = tuple(dict.fromkeys(clean_line(n) for n in e.who if clean_line(n)))
         names = set(tokenize(" ".join(e.who)))  # a name alone says nothing about what happened
@@ -223,12 +226,17 @@ def grounded(replies, lines: list[str], start: int, model: str) -> list[Event]:
         key = _NORM.sub("", e.what.lower())
         found = len(words & seen_words) / len(words) if words else 0.0
         copied = len(words & _EXAMPLE_WORDS) / len(words) if words else 1.0
-        if found < 0.5 or copied >= 0.6 or key in seen:
+        if found < 0.5 or copied >= 0.6 or key in seen or _repeats(words - everyone, kept):
             continue
         seen.add(key)
+        kept.append(words - everyone)
         out.append(Event(who, clean_line(e.what), clean_line(e.where), clean_line(e.how), start, start + WINDOW_MS,
                          model=model))
     return out
+
+
+def _repeats(words: set[str], kept: list[set[str]]) -> bool:
+    return bool(words) and any(len(words & k) / len(words | k) >= 0.8 for k in kept)
 
 
 _EXAMPLE_WORDS = set(tokenize(CONSOLIDATE_EXAMPLE_REPLY)) - set(tokenize("who what where how events Jake Alice Tasha"))

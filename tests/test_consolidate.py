@@ -103,6 +103,26 @@ def test_touched_window_with_same_inputs_is_not_sent_to_the_model(store, clock):
     assert len(llm.calls) == 1
 
 
+def test_a_sentence_repeated_with_other_people_is_kept_once(store, clock):
+    store.add([
+        Observation("A1_JAKE", "caption", W + 1000, W + 2000, "We are friends, all of us around the table", lang="en"),
+        Observation("A2_ALICE", "transcript", W + 5000, W + 6000, "Tasha, pass me the screws", speaker="Alice", lang="en"),
+        Observation("A3_TASHA", "transcript", W + 7000, W + 8000, "Here are the screws, Lucia", speaker="Tasha", lang="en"),
+    ])
+    events = EventStore(store)
+    pair = "{} and {} were friends around the table"
+    reply = {"events": [
+        {"who": ["Alice", "Lucia"], "what": pair.format("Alice", "Lucia"), "where": "", "how": ""},
+        {"who": ["Jake", "Tasha"], "what": pair.format("Jake", "Tasha"), "where": "", "how": ""},
+        {"who": ["Tasha", "Alice"], "what": "Tasha passed Alice the screws", "where": "", "how": ""},
+        {"who": ["Lucia", "Jake"], "what": pair.format("Lucia", "Jake") + " too", "where": "", "how": ""},
+        {"who": ["Lucia", "Tasha"], "what": "Tasha passed Lucia the screws", "where": "", "how": ""},
+    ]}
+    Consolidator(events, FakeLLM([reply]), clock, ConsolidationSettings()).run(until_ms=W + 600_000)
+    assert [e.what for e in events.events(window_start=W)] == [
+        "Alice and Lucia were friends around the table", "Tasha passed Alice the screws"]
+
+
 def test_copied_example_is_not_memory(store, clock):
     events = window_store(store)
     copied = {"events": [{"who": ["Alice"], "what": "Alice cut a mango that Tasha handed her", "where": "kitchen",
