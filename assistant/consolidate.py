@@ -212,11 +212,10 @@ def grounded(replies, lines: list[str], start: int, model: str) -> list[Event]:
     A small model sometimes copies the prompt's example, invents, or repeats itself; an event is
     kept when at least half of its content words occur in the window's lines and most of them are
     not the example's. A repeat is dropped, also one that only puts other people into the same
-    sentence (the 0.5B model wrote "Jake and Tasha were friends, but ..." for three pairs of one
+    sentence (the 0.5B model wrote "Jake and Tasha were friends, but ..." for five pairs of one
     window): its words other than names are those of an event kept before (Jaccard >= 0.8).
     """
     seen_words = set(tokenize(" ".join(lines)))
-    everyone = set(tokenize(" ".join(n for e in replies for n in e.who)))
     out, seen, kept = [], set(), []
     for e in replies:
         who = tuple(dict.fromkeys(clean_line(n) for n in e.who if clean_line(n)))
@@ -226,17 +225,25 @@ def grounded(replies, lines: list[str], start: int, model: str) -> list[Event]:
         key = _NORM.sub("", e.what.lower())
         found = len(words & seen_words) / len(words) if words else 0.0
         copied = len(words & _EXAMPLE_WORDS) / len(words) if words else 1.0
-        if found < 0.5 or copied >= 0.6 or key in seen or _repeats(words - everyone, kept):
+        if found < 0.5 or copied >= 0.6 or key in seen or _repeats(words, names, kept):
             continue
         seen.add(key)
-        kept.append(words - everyone)
+        kept.append((words, names))
         out.append(Event(who, clean_line(e.what), clean_line(e.where), clean_line(e.how), start, start + WINDOW_MS,
                          model=model))
     return out
 
 
-def _repeats(words: set[str], kept: list[set[str]]) -> bool:
-    return bool(words) and any(len(words & k) / len(words | k) >= 0.8 for k in kept)
+def _repeats(words: set[str], names: set[str], kept: list[tuple[set[str], set[str]]]) -> bool:
+    """Whether an event's words (its people's names left out) are those of one kept before, with
+    the names of each left out of the other too; a sentence of fewer than 3 such words is never a
+    repeat ("Tasha passed Alice the screws" and "Tasha passed Lucia the screws": the names are the
+    content)."""
+    for k_words, k_names in kept:
+        a, b = words - k_names, k_words - names
+        if min(len(a), len(b)) >= 3 and len(a & b) / len(a | b) >= 0.8:
+            return True
+    return False
 
 
 _EXAMPLE_WORDS = set(tokenize(CONSOLIDATE_EXAMPLE_REPLY)) - set(tokenize("who what where how events Jake Alice Tasha"))

@@ -105,7 +105,7 @@ class Retrievers:
         takes minutes on 2 cores); `progress(total, name)` gives a callback per embedded batch.
         `encoders`: those to prepare besides the configured one. `batch`: rows embedded and committed
         at a time; `stop` is asked between them (the daemon's indexer passes a small one, so that it
-        stops and yields quickly); 1,024 embedded the week 10-15 % faster than 256 (each batch is
+        stops and yields quickly); 1,024 embedded the week in 11-13 % less time than 256 (each batch is
         sorted by length, and a larger one pads less and leaves a core idle less often at its end)."""
         if lexical:
             self.index.refresh()

@@ -105,22 +105,23 @@ def test_touched_window_with_same_inputs_is_not_sent_to_the_model(store, clock):
 
 def test_a_sentence_repeated_with_other_people_is_kept_once(store, clock):
     store.add([
-        Observation("A1_JAKE", "caption", W + 1000, W + 2000, "We are friends, all of us around the table", lang="en"),
+        Observation("A1_JAKE", "caption", W + 1000, W + 2000, "We are friends, all of us around the big table at lunch",
+                    lang="en"),
         Observation("A2_ALICE", "transcript", W + 5000, W + 6000, "Tasha, pass me the screws", speaker="Alice", lang="en"),
         Observation("A3_TASHA", "transcript", W + 7000, W + 8000, "Here are the screws, Lucia", speaker="Tasha", lang="en"),
     ])
     events = EventStore(store)
-    pair = "{} and {} were friends around the table"
-    reply = {"events": [
-        {"who": ["Alice", "Lucia"], "what": pair.format("Alice", "Lucia"), "where": "", "how": ""},
-        {"who": ["Jake", "Tasha"], "what": pair.format("Jake", "Tasha"), "where": "", "how": ""},
-        {"who": ["Tasha", "Alice"], "what": "Tasha passed Alice the screws", "where": "", "how": ""},
-        {"who": ["Lucia", "Jake"], "what": pair.format("Lucia", "Jake") + " too", "where": "", "how": ""},
-        {"who": ["Lucia", "Tasha"], "what": "Tasha passed Lucia the screws", "where": "", "how": ""},
-    ]}
+    said = [
+        (["Alice", "Lucia"], "Alice and Lucia were friends around the table"),
+        (["Jake", "Tasha"], "Jake and Tasha were friends around the table"),  # the same, other people: dropped
+        (["Tasha", "Alice"], "Tasha passed Alice the screws"),
+        (["Lucia", "Tasha"], "Tasha passed Lucia the screws"),  # two words besides names: the names are the content
+        (["Lucia", "Katrina"], "Lucia and Katrina were friends around the table at lunch"),  # 3 of 4 words: kept
+        (["Katrina", "Shure"], "Katrina and Shure were friends around the big table at lunch"),  # 4 of 5: dropped
+    ]
+    reply = {"events": [{"who": who, "what": what, "where": "", "how": ""} for who, what in said]}
     Consolidator(events, FakeLLM([reply]), clock, ConsolidationSettings()).run(until_ms=W + 600_000)
-    assert [e.what for e in events.events(window_start=W)] == [
-        "Alice and Lucia were friends around the table", "Tasha passed Alice the screws"]
+    assert [e.what for e in events.events(window_start=W)] == [said[i][1] for i in (0, 2, 3, 4)]
 
 
 def test_copied_example_is_not_memory(store, clock):
