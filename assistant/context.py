@@ -52,14 +52,43 @@ _I_EN = {"I'm": "{n} is", "I've": "{n} has", "I'll": "{n} will", "I'd": "{n} wou
 _I_EN_WORD = re.compile(r"\b(I'm|I've|I'll|I'd|I|me|my|My|mine|myself)\b")
 
 
+_VERB_AFTER_I = re.compile(r"\bI((?: (?:also|still|then|just|again|now|first|slowly|quickly|carefully|gently|"
+                           r"immediately|finally|continue to))?) ([a-z]+)\b")
+_THIRD = {"am": "is", "have": "has", "do": "does", "go": "goes"}
+_AS_IS = {"can", "could", "will", "would", "shall", "should", "may", "might", "must", "did", "had", "was",
+          # past forms without -ed (and those that read the same in the present: "I put" is kept)
+          "put", "set", "cut", "hit", "let", "read", "shut", "saw", "took", "went", "came", "got", "made", "said",
+          "told", "held", "sat", "stood", "ate", "drank", "gave", "found", "left", "felt", "kept", "began", "ran",
+          "brought", "bought", "thought", "caught", "wrote", "spoke", "knew", "threw", "heard", "became", "chose",
+          "drew", "fell", "forgot", "hung", "lay", "led", "lost", "meant", "met", "paid", "rode", "rose", "sent",
+          "shook", "showed", "sang", "slept", "spent", "stuck", "swept", "taught", "tore", "understood", "woke", "wore",
+          "won"}
+
+
+def _third_person(verb: str) -> str:
+    """The verb after "I", for the wearer: "turn" -> "turns", "watch" -> "watches", "try" -> "tries";
+    a past form, a modal or an -ing form as it is."""
+    if verb in _THIRD:
+        return _THIRD[verb]
+    if verb in _AS_IS or verb.endswith(("ed", "ing")) or len(verb) < 2:
+        return verb
+    if verb.endswith(("s", "sh", "ch", "x", "z", "o")):
+        return verb + "es"
+    if verb.endswith("y") and verb[-2] not in "aeiou":
+        return verb[:-1] + "ies"
+    return verb + "s"
+
+
 def named(line: str, name: str) -> str:
-    """A line of the wearer's own view (not speech) with "I" written as the wearer: 我依旧在拧螺丝
-    -> Alice依旧在拧螺丝, "I pick it up" -> "Alice pick it up" (a small model does not carry the
-    excerpt's heading down to its lines)."""
+    """A line of the wearer's own view (not speech) with "I" written as the wearer, the verb agreeing:
+    我依旧在拧螺丝 -> Alice依旧在拧螺丝, "I pick it up" -> "Alice picks it up", "where I am" -> "where
+    Alice is" (a small model does not carry the excerpt's heading down to its lines, and copies
+    "Alice pick" as "she pick")."""
     if speaker_of(line):
         return line
     if is_cjk(line):
         return _I_ZH.sub(name, line)
+    line = _VERB_AFTER_I.sub(lambda m: f"I{m.group(1)} {_third_person(m.group(2))}", line)
     return _I_EN_WORD.sub(lambda m: _I_EN[m.group(1)].format(n=name), line)
 
 

@@ -93,9 +93,9 @@ def test_words_heard_by_several_wearers_are_shown_once_and_filler_is_bounded(clo
     q, count = Query("Where is the screwdriver?", T + 3_600_000), lambda s: len(s) // 4
     _, text = fit_units([alice, tasha, later], q, 3000, count, clock.label, once=True)
     assert text.count("Where is the screwdriver?") == 2  # once at 11:16 (Alice's, the better excerpt), once at 11:17
-    assert "Tasha hold a box" in text  # "I" of the wearer's own line is the wearer
+    assert "Tasha holds a box" in text  # "I" of the wearer's own line is the wearer
     _, cut = fit_units([alice], q, 3000, count, clock.label, filler=1)
-    assert cut.splitlines()[1:] == ["Alice tighten a screw", "Jake: Where is the screwdriver?"]  # the match and its neighbour
+    assert cut.splitlines()[1:] == ["Alice tightens a screw", "Jake: Where is the screwdriver?"]  # the match and its neighbour
 
 
 def test_the_wearers_own_lines_name_the_wearer(clock):
@@ -104,6 +104,10 @@ def test_the_wearers_own_lines_name_the_wearer(clock):
                         clock.label)
     assert "Alice依旧在拧螺丝" in text and "Alice put Alice's screwdriver on the table" in text
     assert named("I'm holding my phone", "Jake") == "Jake is holding Jake's phone"
+    assert named("When I speak, I turn my head, right where I am.", "Jake") == \
+        "When Jake speaks, Jake turns Jake's head, right where Jake is."  # the verb agrees with the name
+    assert named("I also watch it, then I try the cake", "Jake") == "Jake also watches it, then Jake tries the cake"
+    assert named("I looked up and I took it; I can see", "Jake") == "Jake looked up and Jake took it; Jake can see"
     assert "Shure: 我们走吧" in text  # speech stays as it was said
     _, plain = fit_units([alice], Query("Who tightened the screws?", T + 3_600_000), 1000, lambda s: len(s) // 4,
                          clock.label, first_person=False)
