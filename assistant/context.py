@@ -53,7 +53,7 @@ _I_EN_WORD = re.compile(r"\b(I'm|I've|I'll|I'd|I|me|my|My|mine|myself)\b")
 
 
 _VERB_AFTER_I = re.compile(r"\bI((?: (?:also|still|then|just|again|now|first|slowly|quickly|carefully|gently|"
-                           r"immediately|finally|continue to))?) ([a-z]+)\b")
+                           r"immediately|finally))?) ([a-z]+)\b")
 _THIRD = {"am": "is", "have": "has", "do": "does", "go": "goes"}
 _AS_IS = {"can", "could", "will", "would", "shall", "should", "may", "might", "must", "did", "had", "was",
           # past forms without -ed (and those that read the same in the present: "I put" is kept)
