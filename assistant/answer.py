@@ -124,6 +124,16 @@ class Answerer:
             f"[{self.clock.label(e.start_ms)[:-3]}-{self.clock.label(e.end_ms)[-8:-3]}] {e.text()}" for e in events
         )
 
+    def fit_events(self, events: list[Event], budget: int, count) -> list[Event]:
+        """The best events whose lines fit `budget` tokens (the excerpts keep the rest of the context)."""
+        kept, used = [], 0
+        for e in events:
+            used += count(self.events_text([e])) + 1
+            if used > budget:
+                break
+            kept.append(e)
+        return kept
+
     # -- answering ----------------------------------------------------------------------
     def answer(self, q: Query, shown: Callable[[list[Unit], list[Event]], None] | None = None) -> Answer:
         """`shown(units, events)`: told what the model is given, before it reads (a page shows it)."""
@@ -132,12 +142,13 @@ class Answerer:
         gone = [] if choices else unseen(q, lambda t: self.search.segments.idf(t) > 0, self.names())
         g = self.gather(q, "rule" if gone else None)  # nothing for a model to plan about a thing never seen
         count = self.llm.count if self.llm else estimate_tokens
-        events_text = self.events_text(g.events)
         written = not choices and not people.asks_who(q.question)  # the model writes it (not a scored name)
         budget = self.settings.open_context_tokens if written else self.settings.context_tokens
+        events = self.fit_events(g.events, round(budget * self.settings.shared_share), count)
+        events_text = self.events_text(events)
         units, excerpts = self.fit(g.units, q, budget - count(events_text), count)
         if shown is not None:
-            shown(units, g.events)
+            shown(units, events)
         context = (f"Shared memory:\n{events_text}\n\n" if events_text else "") + f"Excerpts:\n{excerpts}"
         t0 = time.perf_counter()
         usage = Usage()
@@ -151,7 +162,8 @@ class Answerer:
             r = self.respond(q, units, context, choices, usage)
         timings = dict(g.timings_ms, answering=(time.perf_counter() - t0) * 1000)
         evidence = [units[i - 1] for i in r.cites] or units[:3]
-        return Answer(q.question, r.text, r.choice, evidence, bool(r.cites), replace(g, units=units), count(context),
+        return Answer(q.question, r.text, r.choice, evidence, bool(r.cites), replace(g, units=units, events=events),
+                      count(context),
                       timings, usage, r.status, r.error, self.frames.find(q, evidence), r.mode, r.guard, r.raw,
                       r.scores)
 

@@ -113,13 +113,15 @@ def table(report: dict) -> str:
 
 STAGES = ("shared", "planning", "retrieval", "answering")
 # what the answerer is handed, measured as a retriever: the rule planner's per-agent units alone
-# (EgoMAS) and merged with the flat hybrid search (no model is needed for either)
-PLANNED = ("planned", "planned+flat")
+# (EgoMAS), merged with the flat hybrid search, and as the daemon gathers them (the shared-memory
+# events found first and read by the planner, as configured); no model is needed for any
+PLANNED = ("planned", "planned+flat", "daemon")
 
 
 class Planned:
     def __init__(self, name: str, store, clock: HouseClock, settings: AnswerSettings, retrievers, budget: int = 15):
-        s = settings.model_copy(update={"merge_flat": name == "planned+flat", "shared_top_n": 0})
+        s = settings if name == "daemon" else settings.model_copy(
+            update={"merge_flat": name == "planned+flat", "shared_top_n": 0})
         self.answerer = Answerer(store, clock, s, None, planner="rule", retrievers=retrievers, budget=budget)
 
     def retrieve(self, q: Query) -> Retrieved:

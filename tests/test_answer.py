@@ -86,6 +86,34 @@ def test_answer_cites_units_and_respects_switches(crowd, clock):
     assert b.gathered.events == [] and b.gathered.planner == "none" and not b.cited and b.evidence
 
 
+def test_shared_events_take_at_most_their_share_of_the_context(crowd, clock):
+    """Twenty matching events would fill the context; the best of them fit `shared_share` and the
+    excerpts keep the rest, and the answer reports the events it showed."""
+    window = T - T % 600_000
+    events = [Event(("Alice", "Jake"), f"Alice and Jake talked about the drill and the red box, part {i}", "garage")
+              for i in range(20)]
+    EventStore(crowd).replace(window, events, model="m", prompt_version="v", input_hash="h", rev=0)
+    crowd.add([Observation("A2_ALICE", "caption", T + 8_000 + i * 1000, T + 8_500 + i * 1000,
+                           f"I look at the drill in the red box again, a long look number {i}", lang="en")
+               for i in range(12)])
+    q = Query("Where is the drill?", T + 7_200_000, ("garden", "red box"), asker="A1_JAKE")
+
+    def ask(share):
+        llm = FakeLLM([{"evidence": [1], "choice": "B"}])
+        s = AnswerSettings(planner="rule", context_tokens=600, shared_share=share, choose="generate")
+        a = Answerer(crowd, clock, s, llm).answer(q)
+        prompt = llm.calls[-1][0][1]["content"]
+        return a, prompt.split("Excerpts:")[0], prompt.split("Excerpts:")[1]
+
+    capped, shared, excerpts = ask(0.25)
+    whole, shared_all, excerpts_all = ask(1.0)
+    assert 1 <= len(capped.gathered.events) < len(whole.gathered.events) == 20
+    assert len(shared) // 4 <= 150 < len(shared_all) // 4  # FakeLLM counts 4 characters a token
+    assert capped.gathered.events == whole.gathered.events[: len(capped.gathered.events)]  # the best first
+    assert all(e.what in shared for e in capped.gathered.events)
+    assert len(excerpts) > len(excerpts_all)  # what the events leave goes to the excerpts
+
+
 def test_answer_reports_a_model_failure(crowd, clock):
     a = Answerer(crowd, clock, AnswerSettings(planner="rule"), FakeLLM([ModelTimeout("too slow")])).answer(
         Query("Where is the drill?", T + 7_200_000))

@@ -79,6 +79,23 @@ def test_bench_compares_retrievers_on_a_slice(house, slice_db, egolife, tmp_path
     assert rep["retrievers"]["default"]["hit@5min"] > 0
 
 
+def test_bench_measures_what_the_answerer_is_handed(house, slice_db, egolife, tmp_path, capsys):
+    """`planned`, `planned+flat` and `daemon` (events first, as configured) are the answerer's own
+    gathering measured as retrievers; with the flat search taking the whole budget first
+    (`answer.flat_share` 1, the default) what the daemon hands over is the flat search's units."""
+    items = json.loads((egolife / "EgoLifeQA" / "EgoLifeQA_A1_JAKE_DAY1.json").read_text())
+    qa = tmp_path / "qa.json"
+    qa.write_text(json.dumps(items[:8]))
+    rep = run_json(capsys, ["bench", "egolifeqa", str(qa), "--db", str(slice_db),
+                            "--retrievers", "default,planned,daemon"])
+    got = rep["retrievers"]
+    assert set(got) == {"default", "planned", "daemon"}
+    assert all(0 < r["units"] <= 15 for r in got.values())
+    for w in ("hit@0", "hit@30s", "hit@5min"):
+        assert got["daemon"][w] == got["default"][w]
+    assert got["planned"]["units"] < got["daemon"]["units"] or got["planned"]["hit@5min"] != got["daemon"]["hit@5min"]
+
+
 def test_every_kth_sample_with_offsets_is_disjoint_and_covers_the_file(house, slice_db, egolife, tmp_path, capsys):
     items = json.loads((egolife / "EgoLifeQA" / "EgoLifeQA_A1_JAKE_DAY1.json").read_text())
     qa = tmp_path / "qa.json"
