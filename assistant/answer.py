@@ -111,11 +111,13 @@ class Answerer:
             self.settings.max_requests,
         )
         t2 = time.perf_counter()
-        per_request = [self.search.for_agent(r, q) for r in requests]
-        units = round_robin(per_request, self.budget)
-        if self.settings.merge_flat:
-            flat = self.search.flat.retrieve(replace(q, budget=self.budget)).units
-            units = merge(flat, per_request, self.budget, self.settings.flat_share)
+        s = self.settings
+        flat = self.search.flat.retrieve(replace(q, budget=self.budget)).units if s.merge_flat else []
+        filled = s.merge_flat and len(flat) >= self.budget and round(self.budget * s.flat_share) >= self.budget
+        # the requests are searched only when their units can be shown (the flat search leaves room)
+        per_request = [] if filled else [self.search.for_agent(r, q) for r in requests]
+        units = merge(flat, per_request, self.budget, s.flat_share) if s.merge_flat else round_robin(per_request,
+                                                                                                     self.budget)
         timings.update(planning=(t2 - t1) * 1000, retrieval=(time.perf_counter() - t2) * 1000)
         return Gathered(events, units, requests, planner, timings, usage)
 
@@ -144,7 +146,8 @@ class Answerer:
         count = self.llm.count if self.llm else estimate_tokens
         written = not choices and not people.asks_who(q.question)  # the model writes it (not a scored name)
         budget = self.settings.open_context_tokens if written else self.settings.context_tokens
-        events = self.fit_events(g.events, round(budget * self.settings.shared_share), count)
+        share = self.settings.shared_share if choices else self.settings.open_shared_share
+        events = self.fit_events(g.events, round(budget * share), count)
         events_text = self.events_text(events)
         units, excerpts = self.fit(g.units, q, budget - count(events_text), count)
         if shown is not None:

@@ -119,10 +119,18 @@ PLANNED = ("planned", "planned+flat", "daemon")
 
 
 class Planned:
+    """The answerer's gathering as a retriever, with the rule planner (no model is loaded). Its
+    units are cut to the whole context budget: the events' share is not taken off."""
+
     def __init__(self, name: str, store, clock: HouseClock, settings: AnswerSettings, retrievers, budget: int = 15):
-        s = settings if name == "daemon" else settings.model_copy(
-            update={"merge_flat": name == "planned+flat", "shared_top_n": 0})
+        s = self.settings_for(name, settings)
         self.answerer = Answerer(store, clock, s, None, planner="rule", retrievers=retrievers, budget=budget)
+
+    @staticmethod
+    def settings_for(name: str, settings: AnswerSettings) -> AnswerSettings:
+        if name == "daemon":
+            return settings
+        return settings.model_copy(update={"merge_flat": name == "planned+flat", "shared_top_n": 0})
 
     def retrieve(self, q: Query) -> Retrieved:
         g = self.answerer.gather(q)

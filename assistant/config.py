@@ -26,7 +26,11 @@ class AnswerSettings(BaseModel):
     shared_top_n: int = Field(20, ge=0, le=200, description="Events retrieved from shared memory (BM25).")
     shared_share: float = Field(
         0.25, ge=0, le=1, description="Most share of the answer's context the shared-memory events take, best first; "
-        "the excerpts keep the rest (20 events took over half of 1,000 tokens, and the moments found went unshown).")
+        "the excerpts keep the rest (20 events took about 600 of 1,000 tokens, and every excerpt fell to its floor of "
+        "40 tokens).")
+    open_shared_share: float = Field(
+        0.0, ge=0, le=1, description="The same for an open question (no options; 0: the responder is shown no events, "
+        "which on every 3rd EgoLifeQA DAY1-2 question asked open gave 35 right of 80 against 29 at 0.25).")
     agent_top_k: int = Field(5, ge=1, le=50, description="Fine units kept per planned agent request.")
     score_threshold: float = Field(10.0, ge=0, description="Per-agent BM25 score below which a unit is dropped.")
     keep_best: bool = Field(
@@ -90,8 +94,9 @@ class AnswerSettings(BaseModel):
         True, description="Merge the flat hybrid search into the planned requests' units (false: EgoMAS's alone).")
     flat_share: float = Field(
         1.0, ge=0, le=1, description="Share of the budget the flat search's best units take first; the planned requests' "
-        "units fill the rest (1: they fill only what the flat search leaves; on EgoLifeQA DAY1-2, Hit@0 of what is "
-        "shown 56.5 against 48.1 at 0.5 with the shared memory's events read by the planner).")
+        "units and the rest of the flat ones then take turns (1: the requests fill only what the flat search leaves, "
+        "and are not searched when it fills the budget; on EgoLifeQA DAY1-2 with the events read by the planner, "
+        "Hit@0 of the units handed over 56.5 against 48.1 at 0.5).")
 
 
 class SearchSettings(BaseModel):

@@ -90,7 +90,7 @@ def test_shared_events_take_at_most_their_share_of_the_context(crowd, clock):
     """Twenty matching events would fill the context; the best of them fit `shared_share` and the
     excerpts keep the rest, and the answer reports the events it showed."""
     window = T - T % 600_000
-    events = [Event(("Alice", "Jake"), f"Alice and Jake talked about the drill and the red box, part {i}", "garage")
+    events = [Event(("Alice", "Jake"), f"Alice and Jake talked about the drill and the red box, part {i} of 20", "garage")
               for i in range(20)]
     EventStore(crowd).replace(window, events, model="m", prompt_version="v", input_hash="h", rev=0)
     crowd.add([Observation("A2_ALICE", "caption", T + 8_000 + i * 1000, T + 8_500 + i * 1000,

@@ -93,7 +93,12 @@ def test_bench_measures_what_the_answerer_is_handed(house, slice_db, egolife, tm
     assert all(0 < r["units"] <= 15 for r in got.values())
     for w in ("hit@0", "hit@30s", "hit@5min"):
         assert got["daemon"][w] == got["default"][w]
-    assert got["planned"]["units"] < got["daemon"]["units"] or got["planned"]["hit@5min"] != got["daemon"]["hit@5min"]
+    from assistant.bench import Planned
+    from assistant.config import AnswerSettings
+
+    s = AnswerSettings()
+    assert Planned.settings_for("daemon", s) is s and s.shared_top_n > 0  # the events found first, as configured
+    assert Planned.settings_for("planned+flat", s).shared_top_n == 0 and Planned.settings_for("planned", s).merge_flat is False
 
 
 def test_every_kth_sample_with_offsets_is_disjoint_and_covers_the_file(house, slice_db, egolife, tmp_path, capsys):
