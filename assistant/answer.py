@@ -17,7 +17,7 @@ import numpy as np
 from assistant import people, vote, when
 from assistant.agentwise import MemorySearch
 from assistant.config import AnswerSettings, SearchSettings
-from assistant.context import fit_units
+from assistant.context import fit_events, fit_units
 from assistant.frames import FrameFinder
 from assistant.guard import EXTRACTIVE, MODEL, NOT_FOUND_MODE, TIMED, Reply, check_open, extractive, unseen
 from assistant.planner import Request, merge, plan, round_robin
@@ -126,16 +126,6 @@ class Answerer:
             f"[{self.clock.label(e.start_ms)[:-3]}-{self.clock.label(e.end_ms)[-8:-3]}] {e.text()}" for e in events
         )
 
-    def fit_events(self, events: list[Event], budget: int, count) -> list[Event]:
-        """The best events whose lines fit `budget` tokens (the excerpts keep the rest of the context)."""
-        kept, used = [], 0
-        for e in events:
-            used += count(self.events_text([e])) + 1
-            if used > budget:
-                break
-            kept.append(e)
-        return kept
-
     # -- answering ----------------------------------------------------------------------
     def answer(self, q: Query, shown: Callable[[list[Unit], list[Event]], None] | None = None) -> Answer:
         """`shown(units, events)`: told what the model is given, before it reads (a page shows it)."""
@@ -147,7 +137,7 @@ class Answerer:
         written = not choices and not people.asks_who(q.question)  # the model writes it (not a scored name)
         budget = self.settings.open_context_tokens if written else self.settings.context_tokens
         share = self.settings.shared_share if choices else self.settings.open_shared_share
-        events = self.fit_events(g.events, round(budget * share), count)
+        events = fit_events(g.events, round(budget * share), lambda e: count(self.events_text([e])))
         events_text = self.events_text(events)
         units, excerpts = self.fit(g.units, q, budget - count(events_text), count)
         if shown is not None:

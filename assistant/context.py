@@ -105,6 +105,18 @@ def best_lines(u: Unit, wanted: set[str], n: int = 1) -> list[str]:
     return [lines[i] for i in sorted(ranked[:n])]
 
 
+def fit_events(events: list, budget: int, cost: Callable[[object], int]) -> list:
+    """The best events (best first) whose lines fit `budget` tokens, `cost(event)` each and a
+    newline between them: the excerpts keep the rest of the context."""
+    kept, used = [], 0
+    for e in events:
+        used += cost(e) + 1
+        if used > budget:
+            break
+        kept.append(e)
+    return kept
+
+
 def fit_units(units: list[Unit], q: Query, budget: int, count: Callable[[str], int],
               label: Callable[[int], str], filler: int | None = None, once: bool = False,
               decay: float = 0.5, first_person: bool = True) -> tuple[list[Unit], str]:
