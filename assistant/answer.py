@@ -102,23 +102,24 @@ class Answerer:
         events = self.search.shared(q) if self.shared else []
         t1 = time.perf_counter()
         timings = {"shared": (t1 - t0) * 1000}
-        if not self.dynamic:
-            units = self.search.flat.retrieve(replace(q, budget=self.budget)).units
-            timings["retrieval"] = (time.perf_counter() - t1) * 1000
-            return Gathered(events, units, timings_ms=timings)
-        requests, planner, usage = plan(
-            planner or self.planner, self.llm, q, events, self.events_text(events), self.search.agents(q),
-            self.settings.max_requests,
-        )
-        t2 = time.perf_counter()
         s = self.settings
-        flat = self.search.flat.retrieve(replace(q, budget=self.budget)).units if s.merge_flat else []
+        flat = self.search.flat.retrieve(replace(q, budget=self.budget)).units if s.merge_flat or not self.dynamic else []
+        t2 = time.perf_counter()
+        if not self.dynamic:
+            timings["retrieval"] = (t2 - t1) * 1000
+            return Gathered(events, flat, timings_ms=timings)
+        # the requests are searched only when their units can be shown (the flat search leaves room);
+        # when it fills the budget, no model is asked for a plan either (the rule planner costs nothing)
         filled = s.merge_flat and len(flat) >= self.budget and round(self.budget * s.flat_share) >= self.budget
-        # the requests are searched only when their units can be shown (the flat search leaves room)
+        requests, planner, usage = plan(
+            "rule" if filled else planner or self.planner, self.llm, q, events, self.events_text(events),
+            self.search.agents(q), s.max_requests,
+        )
+        t3 = time.perf_counter()
         per_request = [] if filled else [self.search.for_agent(r, q) for r in requests]
         units = merge(flat, per_request, self.budget, s.flat_share) if s.merge_flat else round_robin(per_request,
                                                                                                      self.budget)
-        timings.update(planning=(t2 - t1) * 1000, retrieval=(time.perf_counter() - t2) * 1000)
+        timings.update(planning=(t3 - t2) * 1000, retrieval=(t2 - t1 + time.perf_counter() - t3) * 1000)
         return Gathered(events, units, requests, planner, timings, usage)
 
     def events_text(self, events: list[Event]) -> str:

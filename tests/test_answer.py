@@ -114,6 +114,21 @@ def test_shared_events_take_at_most_their_share_of_the_context(crowd, clock):
     assert len(excerpts) > len(excerpts_all)  # what the events leave goes to the excerpts
 
 
+def test_no_model_plans_requests_the_flat_search_leaves_no_room_for(crowd, clock):
+    """With the flat search filling the budget (`flat_share` 1) the planned requests could not be
+    shown: they are not searched, and the LLM planner is not asked (the rule planner's plan is
+    reported); with room left (`flat_share` 0.5) the model plans and its requests are searched."""
+    q = Query("Where is the drill?", T + 7_200_000, ("garden", "red box"), asker="A1_JAKE")
+    plan = {"requests": [{"person": "Alice", "query": "drill red box"}]}
+    full = FakeLLM([{"evidence": [1], "choice": "B"}])
+    a = Answerer(crowd, clock, AnswerSettings(planner="llm", choose="generate"), full).answer(q)
+    assert a.gathered.planner == "rule" and len(full.calls) == 1 and len(a.gathered.units) == 15
+    room = FakeLLM([plan, {"evidence": [1], "choice": "B"}])
+    b = Answerer(crowd, clock, AnswerSettings(planner="llm", choose="generate", flat_share=0.5), room).answer(q)
+    assert b.gathered.planner == "llm" and len(room.calls) == 2
+    assert "A2_ALICE" in {u.agent for u in b.gathered.units}
+
+
 def test_answer_reports_a_model_failure(crowd, clock):
     a = Answerer(crowd, clock, AnswerSettings(planner="rule"), FakeLLM([ModelTimeout("too slow")])).answer(
         Query("Where is the drill?", T + 7_200_000))
