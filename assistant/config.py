@@ -80,10 +80,19 @@ class AnswerSettings(BaseModel):
     vote_timing: float = Field(
         0.25, ge=0, description="Multiple choice whose options are times ('About four hours ago', 'Last night'): "
         "weight of how near the excerpts shown lie to each option's time (standardised across the options).")
-    open_who: Literal["generate", "likelihood", "pmi"] = Field(
-        "likelihood", description="An open 'who' question: generate the answer, or score the people who may answer "
-        "it (the wearers, the speakers shown) by their names' 'likelihood' (mean log-probability) or 'pmi' after the "
-        "evidence, plus the evidence's vote, and name the best.")
+    open_who: Literal["generate", "likelihood", "pmi", "total"] = Field(
+        "total", description="An open 'who' question: generate the answer, or score the people who may answer "
+        "it (the wearers, the speakers shown) by their names' 'total' log-probability after the evidence (a name's "
+        "own probability), 'likelihood' (mean per token: a name of two tokens such as ' T'+'asha' wins by its second "
+        "token's certainty) or 'pmi', plus the evidence's vote (`who_*`), and name the best.")
+    who_mentions: float = Field(
+        0.5, ge=0, description="Open 'who' questions: weight of the excerpts' mentions of each person (as vote_mentions).")
+    who_lexical: float = Field(
+        1.0, ge=0, description="Open 'who' questions: weight of the memory's BM25 of the question with each person "
+        "(as vote_lexical).")
+    who_wearer: float = Field(
+        0.0, ge=0, description="Open 'who' questions: weight of the excerpts seen through each person's eyes "
+        "(as vote_wearer).")
     open_when: bool = Field(
         True, description="An open 'when' question is answered with the time of the excerpt that shares most of its "
         "words (the latest for 'the last time', the earliest for 'the first'), told relative to the question's time.")

@@ -76,15 +76,17 @@ def sentence(name: str, unit: Unit | None, q: Query, label: Callable[[int], str]
 def pick(llm, messages: list[dict], prefix: str, names: list[str], readings: Callable[[list[str]], dict],
          weights: dict[str, float], reading: str) -> tuple[str, dict, Usage]:
     """The best of `names` after `messages` and `prefix`: the model's `reading` of each name
-    ("likelihood": its words' mean log-probability; "pmi": less that without the evidence) as
+    ("total": its words' total log-probability, the name's own; "likelihood": their mean, which
+    favours a name of two tokens; "pmi": the total less that without the evidence) as
     log-probabilities among the names, plus the evidence's vote (`readings(names)`, `weights`).
     Returns (the name, every score, the model's usage)."""
     sc, usage = score_choices(llm, messages, prefix, [], names, with_options=True)
-    own = np.asarray(sc.pmi if reading == "pmi" else sc.options, dtype=np.float64)
+    own = np.asarray({"pmi": sc.pmi, "total": sc.totals}.get(reading, sc.options), dtype=np.float64)
     ev = readings(names)
     total = vote.combined(log_softmax(own), ev, weights)
     best = names[int(np.argmax(total))]
     scores = {"people": names, "likelihood": [round(x, 4) for x in sc.options], "pmi": [round(x, 4) for x in sc.pmi],
+              "total": [round(x, 4) for x in sc.totals],
               "evidence": {k: [round(float(x), 4) for x in v] for k, v in ev.items()}, "pick": best,
               "seconds": round(usage.seconds, 3)}
     return best, scores, usage

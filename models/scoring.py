@@ -10,7 +10,10 @@ After the prompt and the start of the reply (e.g. "Answer:"), three readings of 
 - `pmi`: the same words' total log-probability minus theirs after a prompt with no evidence and
   no question (the same system message, then `prefix`): what the evidence adds to each option,
   so that a short or common option does not win by being likely anywhere (Holtzman et al. 2021,
-  "surface form competition").
+  "surface form competition");
+- `totals`: the same words' total log-probability, the option's own probability: what a name
+  needs, since the mean gives a name of two tokens (" T" + "asha") half the cost of its first
+  and none for a second that follows it surely.
 The neutral prompt is read first and the real one last, so the real prompt stays in the model's
 state (a generation that follows reads none of it again); the fixed head comes from the prompt
 cache like any other call's.
@@ -33,9 +36,11 @@ class Scores:
     letters: list[float]  # log-probability of each letter as the next token
     options: list[float]  # mean log-probability of each option's tokens
     pmi: list[float]  # their total log-probability less that after a prompt without evidence
+    totals: list[float]  # their total log-probability: the option's own probability ("T" + "asha" for " Tasha")
 
     def pick(self, by: str) -> int:
-        return int(np.argmax({"letter": self.letters, "likelihood": self.options, "pmi": self.pmi}[by]))
+        return int(np.argmax({"letter": self.letters, "likelihood": self.options, "pmi": self.pmi,
+                              "total": self.totals}[by]))
 
 
 def log_softmax(x: np.ndarray) -> np.ndarray:
@@ -77,7 +82,7 @@ def score_choices(
     option_lp = [sum(x) / len(x) for x in per_token]
     pmi = [sum(x) - b for x, b in zip(per_token, base_lp, strict=True)]
     usage = Usage(len(toks), 0, time.perf_counter() - t0, cached)
-    return Scores(letter_lp, option_lp, pmi), usage
+    return Scores(letter_lp, option_lp, pmi, [sum(x) for x in per_token]), usage
 
 
 def _continuations(llm: LocalLLM, toks: list[int], head: int, conts: list[list[int]]):

@@ -89,3 +89,21 @@ def test_the_moment_that_answers_follows_the_question_s_order(clock):
     only_now = Query("When was the last time cherries were mentioned?", at("DAY2 10:50:00"))
     assert when.moment(cherries[:2], only_now, clock, idf).id == 6  # nothing before: the latest there is
     assert when.sentence(units[0], first, clock) == 'About four hours ago (DAY1 13:59): "Tasha: We can cook hot pot here".'
+
+
+def test_a_name_is_scored_by_its_own_probability_not_its_tokens_mean(monkeypatch):
+    """' T' + 'asha': the mean of a two-token name halves the cost of its first token when the
+    second is sure. Read by the total (the default), the likelier name wins; by the mean, the other."""
+    from models.llm import Usage
+    from models.scoring import Scores
+
+    got = Scores([], options=[-1.2, -0.8], pmi=[0.0, 0.0], totals=[-1.2, -1.6])
+    monkeypatch.setattr(people, "score_choices", lambda *a, **kw: (got, Usage()))
+    none = {"mentions": [0.0, 0.0]}
+    pick = lambda reading: people.pick(None, [], "Answer:", ["Alice", "Tasha"], lambda ns: none, {}, reading)[0]  # noqa: E731
+    assert pick("total") == "Alice" and pick("likelihood") == "Tasha"
+    name, scores, _ = people.pick(None, [], "Answer:", ["Alice", "Tasha"], lambda ns: none, {}, "total")
+    assert scores["total"] == [-1.2, -1.6] and scores["pick"] == "Alice"
+    # the evidence's vote still counts: mentions that back Tasha outweigh the model's small lead
+    backed = {"mentions": [0.0, 3.0]}
+    assert people.pick(None, [], "Answer:", ["Alice", "Tasha"], lambda ns: backed, {"mentions": 1.0}, "total")[0] == "Tasha"

@@ -50,10 +50,14 @@ def test_options_are_scored_after_one_reading_of_the_prompt(tiny_llm):
     toks = tiny_llm.prompts.tokens(messages)[0] + tiny_llm.llama.tokenize(b"Answer:", add_bos=False, special=False)
     cont = tiny_llm.llama.tokenize(b" on the balcony", add_bos=False, special=False)
     assert s.options[1] == pytest.approx(mean_logprob(tiny_llm.llama, toks, cont), abs=0.05)
+    # the total is the option's own log-probability: the mean times its tokens, below the mean when
+    # it has several
+    assert len(cont) > 1 and s.totals[1] == pytest.approx(s.options[1] * len(cont), abs=1e-6)
+    assert s.totals[1] < s.options[1]
     assert u.prompt_tokens > 50 and u.completion_tokens == 0
     s, _ = score_choices(tiny_llm, messages, "Answer:", list("ABCD"), OPTIONS)  # after the check above
     again, u2 = score_choices(tiny_llm, messages, "Answer:", list("ABCD"), OPTIONS, with_options=False)
-    assert again.letters == pytest.approx(s.letters, abs=1e-3) and again.options == again.pmi == []
+    assert again.letters == pytest.approx(s.letters, abs=1e-3) and again.options == again.pmi == again.totals == []
     # the prompt without evidence is read first, the real one last: it is still in the model's state
     assert u2.cached_tokens >= u2.prompt_tokens - 1
     # a generation after the scoring still works on the same state
