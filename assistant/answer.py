@@ -269,9 +269,10 @@ class Answerer:
         except ModelError as e:
             return Reply("", status="error", error=str(e))
         usage.add(u)
-        cites = supporting(units, name, q.question)
+        named = scores["ranked"][: s.who_companions] if people.asks_companions(q.question) else [name]
+        cites = supporting(units, " ".join(named), q.question)
         top = units[cites[0] - 1] if cites else None
-        return Reply(people.sentence(name, top if top and people.shows(top, name) else None, q, self.clock.label),
+        return Reply(people.sentence(named, top if top and people.shows(top, name) else None, q, self.clock.label),
                      None, cites, scores=scores)
 
     def vote(self, picks: dict, choices: tuple[str, ...], own: list[float], readings: dict[str, np.ndarray]) -> str:

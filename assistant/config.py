@@ -75,7 +75,7 @@ class AnswerSettings(BaseModel):
         0.1, ge=0, description="Multiple choice: weight of the memory's best BM25 score for the question with each "
         "option, less the question's alone (standardised across the options).")
     vote_wearer: float = Field(
-        0.0, ge=0, description="Multiple choice and open 'who' questions: weight of how much of the excerpts shown is "
+        0.0, ge=0, description="Multiple choice: weight of how much of the excerpts shown is "
         "the view of a person each option names (standardised across the options).")
     vote_timing: float = Field(
         0.25, ge=0, description="Multiple choice whose options are times ('About four hours ago', 'Last night'): "
@@ -93,6 +93,9 @@ class AnswerSettings(BaseModel):
     who_wearer: float = Field(
         0.0, ge=0, description="Open 'who' questions: weight of the excerpts seen through each person's eyes "
         "(as vote_wearer).")
+    who_companions: int = Field(
+        2, ge=1, le=4, description="Open 'who' questions about company ('Who was I with ...?', 'Who did I eat with?'): "
+        "how many of the best-scored people the answer names (1: the best alone).")
     open_when: bool = Field(
         True, description="An open 'when' question is answered with the time of the excerpt that shares most of its "
         "words (the latest for 'the last time', the earliest for 'the first'), told relative to the question's time.")

@@ -34,6 +34,15 @@ _NAME = re.compile(r"^[A-Z][a-z]{1,19}$")
 NOT_NAMES = frozenset({"Others", "Other", "Everyone", "Someone", "Unknown", "Speaker", "All", "Crowd"})
 
 
+_WITH = re.compile(r"\bwith\b|和谁|跟谁|与谁", re.I)
+
+
+def asks_companions(question: str) -> bool:
+    """A "who" question about company ("Who was I with ...?", "Who did I eat with?"): its answer is
+    often more than one person."""
+    return bool(_WITH.search(question))
+
+
 def asks_who(question: str) -> bool:
     """A question whose answer is a person ("Who ...?", "When we shop, who ...?"), not one that only
     speaks of one ("What did the person who bought it say?")."""
@@ -64,9 +73,12 @@ def shows(u: Unit, name: str) -> bool:
     return own <= set(query_tokens(person_name(u.agent))) or own <= set(query_tokens(u.text))
 
 
-def sentence(name: str, unit: Unit | None, q: Query, label: Callable[[int], str]) -> str:
-    """"Alice, around 11:16 on DAY1." (the asker as "You (Jake)"); without a unit, the name alone."""
-    who = f"You ({name})" if q.asker and name == person_name(q.asker) else name
+def sentence(names: str | list[str], unit: Unit | None, q: Query, label: Callable[[int], str]) -> str:
+    """"Alice, around 11:16 on DAY1.", "You (Jake) and Tasha, around ..." (the asker first);
+    without a unit, the names alone."""
+    me = person_name(q.asker) if q.asker else None
+    names = sorted([names] if isinstance(names, str) else names, key=lambda n: n != me)  # "You (Jake) and Tasha"
+    who = " and ".join(f"You ({n})" if n == me else n for n in names)
     if unit is None:
         return f"{who}."
     day, _, hms = label(unit.start_ms).partition(" ")
@@ -85,7 +97,7 @@ def pick(llm, messages: list[dict], prefix: str, names: list[str], readings: Cal
     ev = readings(names)
     total = vote.combined(log_softmax(own), ev, weights)
     best = names[int(np.argmax(total))]
-    scores = {"people": names, "likelihood": [round(x, 4) for x in sc.options], "pmi": [round(x, 4) for x in sc.pmi],
+    scores = {"people": names, "ranked": [names[i] for i in np.argsort(-total, kind="stable")], "likelihood": [round(x, 4) for x in sc.options], "pmi": [round(x, 4) for x in sc.pmi],
               "total": [round(x, 4) for x in sc.totals],
               "evidence": {k: [round(float(x), 4) for x in v] for k, v in ev.items()}, "pick": best,
               "seconds": round(usage.seconds, 3)}

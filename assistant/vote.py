@@ -21,7 +21,8 @@ retrieval already knows which options the evidence mentions. Three readings, non
 An option that is the asker ("Me", "Me, Lucia, Shure") is read with the asker's name.
 
 Each reading is standardised across the options of one question (mean 0, spread 1) and added to
-the model's per-option log-probabilities with the weights of `answer.vote_*`; the weights were
+the model's per-option log-probabilities with the weights of `answer.vote_*` (for an open "who"
+question's people, `answer.who_*`); the weights were
 set by leave-one-day-out on EgoLifeQA DAY1-2 (README, "Answers: the evidence's vote").
 """
 

@@ -1,7 +1,7 @@
 """Multiple choice by likelihood: the model reads the prompt once and the options are scored,
 nothing is generated.
 
-After the prompt and the start of the reply (e.g. "Answer:"), three readings of the same state:
+After the prompt and the start of the reply (e.g. "Answer:"), four readings of the same state:
 - `letters`: the log-probability of each letter as the next token (" A", " B", ...), one
   forward pass for all options;
 - `options`: the mean log-probability of each option's own words (" Alice"), each option's tokens

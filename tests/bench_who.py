@@ -26,6 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from assistant.bench import wilson  # noqa: E402
 from assistant.egolifeqa import load_items  # noqa: E402
+from assistant.query import person_name  # noqa: E402
 from assistant.vote import as_asker, combined  # noqa: E402
 from daemon import build  # noqa: E402
 from daemon.settings import load_settings  # noqa: E402
@@ -51,8 +52,8 @@ def rows_of(report: dict, asker: str = "A1_JAKE") -> list[dict]:
             if not p or "total" not in p:
                 continue
             item, names = items[a["id"]], p["people"]
-            rest = a["answer"].split(",", 1)[1] if "," in a["answer"] else "."
-            said = [("You (Jake)" if f"A1_{n.upper()}" == asker else n) + "," + rest for n in names]
+            rest = ("," + a["answer"].split(",", 1)[1]) if "," in a["answer"] else "."  # ", around 11:16 on DAY1."
+            said = [(f"You ({n})" if n == person_name(asker) else n) + rest for n in names]
             v = embed([*said, *(as_asker(o, asker) for o in item.options)])
             v = v / np.maximum(np.linalg.norm(v, axis=1, keepdims=True), 1e-9)
             near = (v[: len(names)] @ v[len(names):].T).argmax(axis=1)

@@ -41,6 +41,11 @@ def test_the_people_who_may_answer(clock):
     assert people.sentence("Jake", units[0], Query("Who put it there?", t, asker="A1_JAKE"),
                            clock.label) == "You (Jake), around 11:00 on DAY1."
     assert people.sentence("Tasha", None, q, clock.label) == "Tasha."
+    # company is often more than one person: the best two are named, the asker as "You"
+    assert people.asks_companions("Who was I with when we took the car?") and people.asks_companions("我和谁一起吃饭？")
+    assert not people.asks_companions("Who used the screwdriver first?")
+    assert people.sentence(["Tasha", "Jake"], units[0], Query("Who did I eat with?", t, asker="A1_JAKE"),
+                           clock.label) == "You (Jake) and Tasha, around 11:00 on DAY1."
     q = Query("Was it Alice or Tasha who fixed the shelf?", t, asker="A1_JAKE")
     assert people.candidates(q, agents, units) == ["Alice", "Tasha"]
     assert people.shows(units[0], "Alice") and people.shows(units[0], "Nicous") and not people.shows(units[1], "Lucia")
