@@ -73,12 +73,11 @@ def shows(u: Unit, name: str) -> bool:
     return own <= set(query_tokens(person_name(u.agent))) or own <= set(query_tokens(u.text))
 
 
-def sentence(names: str | list[str], unit: Unit | None, q: Query, label: Callable[[int], str]) -> str:
+def sentence(names: list[str], unit: Unit | None, q: Query, label: Callable[[int], str]) -> str:
     """"Alice, around 11:16 on DAY1.", "You (Jake) and Tasha, around ..." (the asker first);
     without a unit, the names alone."""
     me = person_name(q.asker) if q.asker else None
-    names = sorted([names] if isinstance(names, str) else names, key=lambda n: n != me)  # "You (Jake) and Tasha"
-    who = " and ".join(f"You ({n})" if n == me else n for n in names)
+    who = " and ".join(f"You ({n})" if n == me else n for n in sorted(names, key=lambda n: n != me))
     if unit is None:
         return f"{who}."
     day, _, hms = label(unit.start_ms).partition(" ")
@@ -97,7 +96,8 @@ def pick(llm, messages: list[dict], prefix: str, names: list[str], readings: Cal
     ev = readings(names)
     total = vote.combined(log_softmax(own), ev, weights)
     best = names[int(np.argmax(total))]
-    scores = {"people": names, "ranked": [names[i] for i in np.argsort(-total, kind="stable")], "likelihood": [round(x, 4) for x in sc.options], "pmi": [round(x, 4) for x in sc.pmi],
+    scores = {"people": names, "ranked": [names[i] for i in np.argsort(-total, kind="stable")],
+              "likelihood": [round(x, 4) for x in sc.options], "pmi": [round(x, 4) for x in sc.pmi],
               "total": [round(x, 4) for x in sc.totals],
               "evidence": {k: [round(float(x), 4) for x in v] for k, v in ev.items()}, "pick": best,
               "seconds": round(usage.seconds, 3)}

@@ -16,6 +16,7 @@ import argparse
 import itertools
 import json
 import sys
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import numpy as np
@@ -48,7 +49,17 @@ def right(rows: list[tuple], weights: dict[str, float], day: int | None = None, 
 
 def pct(xs: list[bool]) -> str:
     lo, hi = wilson(sum(xs), len(xs))
-    return f"{100 * np.mean(xs):.1f} ({lo}-{hi}, n={len(xs)})"
+    return f"{100 * np.mean(xs):.1f} ({lo}-{hi}, n={len(xs)}, {sum(xs)} right)"
+
+
+def held_out(days: list[int], grid: list[dict], right_on: Callable[[dict, int], list[bool]]) -> Iterator[tuple]:
+    """Leave one day out: for each day, the weights of `grid` best on it (ties go to the smaller
+    weights: the least the evidence need say), and every other day answered with them, as
+    (the day tuned on, its weights, the day held out, which of its answers are right)."""
+    for tune in days:
+        best = max(grid, key=lambda w: (np.mean(right_on(w, tune)), -sum(w.values())))
+        for other in (d for d in days if d != tune):
+            yield tune, best, other, right_on(best, other)
 
 
 def main() -> None:
@@ -61,14 +72,10 @@ def main() -> None:
     print(f"{len(rows)} answers; model alone {pct(right(rows, none))}")
     grid = [dict(zip(GRID, w, strict=True)) for w in itertools.product(*GRID.values())]
     held: list[bool] = []
-    for tune in days:
-        # ties go to the smaller weights: the least the evidence need say
-        best = max(grid, key=lambda w: (np.mean(right(rows, w, tune)), -sum(w.values())))
-        for other in (d for d in days if d != tune):
-            xs = right(rows, best, other)
-            held += xs
-            print(f"set on DAY{tune} {best}: DAY{tune} {pct(right(rows, best, tune))}, held-out DAY{other} {pct(xs)}, "
-                  f"DAY{other} by the model alone {pct(right(rows, none, other))}")
+    for tune, best, other, xs in held_out(days, grid, lambda w, day: right(rows, w, day)):
+        held += xs
+        print(f"set on DAY{tune} {best}: DAY{tune} {pct(right(rows, best, tune))}, held-out DAY{other} {pct(xs)}, "
+              f"DAY{other} by the model alone {pct(right(rows, none, other))}")
     print(f"held out, both days pooled: {pct(held)}")
 
 

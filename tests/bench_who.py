@@ -24,7 +24,6 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from assistant.bench import wilson  # noqa: E402
 from assistant.egolifeqa import load_items  # noqa: E402
 from assistant.query import person_name  # noqa: E402
 from assistant.vote import as_asker, combined  # noqa: E402
@@ -32,6 +31,7 @@ from daemon import build  # noqa: E402
 from daemon.settings import load_settings  # noqa: E402
 from models.embed import Embedder  # noqa: E402
 from models.scoring import log_softmax  # noqa: E402
+from tests.bench_vote import held_out, pct  # noqa: E402
 
 QA = Path(__file__).resolve().parents[2] / "shared" / "data" / "egolife" / "EgoLifeQA"
 STEPS = (0, 0.1, 0.2, 0.3, 0.5, 1, 2)
@@ -68,11 +68,6 @@ def right(rows: list[dict], reading: str | None, weights: dict, day: int | None 
             for r in rows if day is None or r["day"] == day]
 
 
-def pct(xs: list[bool]) -> str:
-    lo, hi = wilson(sum(xs), len(xs))
-    return f"{100 * np.mean(xs):.1f} ({lo}-{hi}, n={len(xs)}, {sum(xs)} right)"
-
-
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("report", type=Path, help="the --json output of `chorus bench egolifeqa --answer --open`")
@@ -85,14 +80,10 @@ def main() -> None:
     print(f"{len(rows)} open 'who' answers; the configured {s.open_who} {configured}: {pct(right(rows, reading, configured))}")
     for reading in READINGS:
         held: list[bool] = []
-        for tune in days:
-            # ties go to the smaller weights: the least the evidence need say
-            best = max(GRID, key=lambda w: (np.mean(right(rows, reading, w, tune)), -sum(w.values())))
-            for other in (d for d in days if d != tune):
-                xs = right(rows, reading, best, other)
-                held += xs
-                print(f"{reading or 'evidence alone'}: set on DAY{tune} {best}: DAY{tune} "
-                      f"{pct(right(rows, reading, best, tune))}, held-out DAY{other} {pct(xs)}")
+        for tune, best, other, xs in held_out(days, GRID, lambda w, day, r=reading: right(rows, r, w, day)):
+            held += xs
+            print(f"{reading or 'evidence alone'}: set on DAY{tune} {best}: DAY{tune} "
+                  f"{pct(right(rows, reading, best, tune))}, held-out DAY{other} {pct(xs)}")
         print(f"{reading or 'evidence alone'}: held out, both days pooled: {pct(held)}")
 
 

@@ -38,9 +38,9 @@ def test_the_people_who_may_answer(clock):
     assert people.candidates(q, agents, units) == ["Jake", "Tasha", "Lucia", "Nicous"]
     q = Query("Who came to visit my room at noon?", t, asker="A1_JAKE")
     assert people.candidates(q, agents, units) == ["Alice", "Tasha", "Lucia", "Nicous"]  # "my": not the asker
-    assert people.sentence("Jake", units[0], Query("Who put it there?", t, asker="A1_JAKE"),
+    assert people.sentence(["Jake"], units[0], Query("Who put it there?", t, asker="A1_JAKE"),
                            clock.label) == "You (Jake), around 11:00 on DAY1."
-    assert people.sentence("Tasha", None, q, clock.label) == "Tasha."
+    assert people.sentence(["Tasha"], None, q, clock.label) == "Tasha."
     # company is often more than one person: the best two are named, the asker as "You"
     assert people.asks_companions("Who was I with when we took the car?") and people.asks_companions("我和谁一起吃饭？")
     assert not people.asks_companions("Who used the screwdriver first?")
