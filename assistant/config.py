@@ -163,6 +163,10 @@ class SearchSettings(BaseModel):
     recency_hours: float = Field(6.0, gt=0, description="Hours over which the recency weight falls by e.")
     curation_floor: float = Field(0.5, ge=0, le=1, description="Share of the best score a curated unit needs.")
     curation_share: float = Field(0.2, ge=0, le=1, description="Share of the budget curated by time order.")
+    widen: int = Field(1, ge=-1, le=1, description="Each unit handed over is joined by the same wearer's next 30 s "
+                       "(1; -1: the 30 s before; 0: off), a fine unit of 60 s: the moment a question asks about "
+                       "mostly follows the lines that match it best (set by leave-one-day-out on EgoLifeQA DAY1-2, "
+                       "both days choose 1).")
     spread_minutes: float = Field(0.0, ge=0, le=1440, description="Spread the units over moments: the last "
                                   "`spread_share` of the budget goes to the best units at least this many minutes "
                                   "from every unit chosen before them (0: off).")

@@ -128,3 +128,15 @@ def score_all(c: Columns, s: SearchSettings, intent: Intent, as_of_ms: int, leve
         age = np.maximum(0, as_of_ms - c.end)
         score = score * (1.0 + s.recency_weight * np.exp(-age / (s.recency_hours * HOUR)))
     return score
+
+
+def fuse(lexical: list[tuple[int, float]], dense: list[tuple[int, float]], weight: float) -> list[tuple[int, float]]:
+    """(id, score) best first: BM25 scaled so its best is 1, plus `weight` x cosine scaled to 0..1
+    over the dense list."""
+    top = max((s for _, s in lexical), default=0.0) or 1.0
+    out = {i: s / top for i, s in lexical}
+    if dense:
+        lo, hi = min(s for _, s in dense), max(s for _, s in dense)
+        for i, s in dense:
+            out[i] = out.get(i, 0.0) + weight * ((s - lo) / (hi - lo) if hi > lo else 1.0)
+    return sorted(out.items(), key=lambda x: -x[1])

@@ -27,7 +27,7 @@ import numpy as np
 
 from assistant.chains import chain_order, chain_scores, hierarchy_scores, presence
 from assistant.config import SearchSettings
-from assistant.fusion import Columns, entity_levels, relevance, score_all
+from assistant.fusion import Columns, entity_levels, fuse, relevance, score_all
 from assistant.lexical import LexicalRetriever
 from assistant.query import Query, Retrieved, person_name, speaks_of_self
 from assistant.temporal import CUE_WORDS, Intent, read_intent
@@ -36,7 +36,7 @@ from memory.entities import EntityMemory, person_key
 from memory.events import EventStore
 from memory.glossary import Glossary
 from memory.lexical import LexicalIndex
-from memory.records import SEGMENT_MS, Unit
+from memory.records import SEGMENT_MS, Unit, joined
 from memory.store import Store
 from memory.tokenize import query_tokens, tokenize
 
@@ -258,8 +258,25 @@ class HybridRetriever:
         chosen = self._select(ranked, intent, q)
         full = self.store.units([c.unit.id for c in chosen])
         units = [replace(full[c.unit.id], score=round(c.score, 4)) for c in chosen if c.unit.id in full]
+        if self.s.widen:
+            units = self._widened(units, int(self.s.widen), q.as_of_ms)
         notes = {"intent": list(intent.cues), "entities": self.key_entities(q) if self.s.entities else []}
         return Retrieved(units, {"retrieval": (time.perf_counter() - t0) * 1000}, notes)
+
+    def _widened(self, units: list[Unit], step: int, as_of_ms: int) -> list[Unit]:
+        """Each unit with the same wearer's next 30 s (`step` 1; the 30 s before with -1) joined to
+        it, a fine unit of 60 s: the moment a question asks about mostly follows the lines that
+        match it best. Not when that slot is a unit of its own already."""
+        taken = {(u.agent, u.start_ms) for u in units}
+        nxt = self.store.beside(units, step, as_of_ms)
+        out = []
+        for u in units:
+            n = nxt.get(u.id)
+            if n is None or (n.agent, n.start_ms) in taken:
+                out.append(u)
+            else:
+                out.append(replace(joined(u, n) if step > 0 else joined(n, u), id=u.id, score=u.score))
+        return out
 
     def _select(self, ranked: list[Cand], intent: Intent, q: Query) -> list[Cand]:
         """Best first, one unit per 30-second slot; with an order intent, part of the budget goes to
@@ -294,18 +311,6 @@ class HybridRetriever:
         for c in ranked:
             take(c)
         return sorted(out, key=lambda c: -c.score)
-
-
-def fuse(lexical: list[tuple[int, float]], dense: list[tuple[int, float]], weight: float) -> list[tuple[int, float]]:
-    """(id, score) best first: BM25 scaled so its best is 1, plus `weight` x cosine scaled to 0..1
-    over the dense list."""
-    top = max((s for _, s in lexical), default=0.0) or 1.0
-    out = {i: s / top for i, s in lexical}
-    if dense:
-        lo, hi = min(s for _, s in dense), max(s for _, s in dense)
-        for i, s in dense:
-            out[i] = out.get(i, 0.0) + weight * ((s - lo) / (hi - lo) if hi > lo else 1.0)
-    return sorted(out.items(), key=lambda x: -x[1])
 
 
 def _new_moments(ranked: list[Cand], room: int, apart_ms: float, taken: list[Cand]) -> list[Cand]:

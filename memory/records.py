@@ -68,6 +68,16 @@ class Unit:
     extra: dict = field(default_factory=dict)
 
 
+def joined(first: Unit, second: Unit) -> Unit:
+    """One unit spanning two adjacent ones of the same agent (`first` earlier): the id and score
+    of the one the search chose is kept by the caller; a line already said is not said again."""
+    seen = set(first.text.split("\n"))
+    more = [line for line in second.text.split("\n") if line not in seen]
+    text = "\n".join([first.text, *more]) if more else first.text
+    return Unit(first.id, first.agent, first.start_ms, second.end_ms, text, first.obs_ids + second.obs_ids,
+                first.score, first.extra)
+
+
 def segment_start(ms: int) -> int:
     return ms - ms % SEGMENT_MS
 

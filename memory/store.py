@@ -222,6 +222,24 @@ class Store:
                 out[i] = Unit(i, names[a], s, e, "")
         return out
 
+    def beside(self, units: Sequence[Unit], step: int, as_of_ms: int | None = None) -> dict[int, Unit]:
+        """The same agent's segment `step` slots after each unit (before it when negative), keyed by
+        the unit's id; none that holds an observation ending after `as_of_ms`."""
+        ids = {name: aid for aid, name in self.agents().items()}
+        names = self.agents()
+        out: dict[int, Unit] = {}
+        for u in units:
+            if u.agent not in ids:
+                continue
+            r = self.db.execute(
+                "SELECT id, agent_id, start_ms, end_ms, text, obs_ids, last_ms FROM segments WHERE agent_id = ? AND start_ms = ?",
+                (ids[u.agent], segment_start(u.start_ms) + step * SEGMENT_MS),
+            ).fetchone()
+            if r is not None and (as_of_ms is None or r["last_ms"] <= as_of_ms):
+                obs = tuple(int(x) for x in r["obs_ids"].split(",") if x)
+                out[u.id] = Unit(r["id"], names[r["agent_id"]], r["start_ms"], r["end_ms"], r["text"], obs)
+        return out
+
     def busiest_agents(self, before_ms: int, limit: int) -> list[str]:
         """The `limit` agents with the most segments starting before `before_ms`, most first."""
         return [r[0] for r in self.db.execute(

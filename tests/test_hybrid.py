@@ -61,13 +61,37 @@ def test_each_part_changes_the_ranking(pool, clock):
                  ("Where was the small clapperboard on the table placed before?", ())]
     at = ["DAY1 11:21:02", "DAY1 13:02:32", "DAY1 12:50:00", "DAY1 11:35:19"]
 
-    def ids(name):
-        return [[u.id for u in ask(pool, clock, name, q, o, at=t).units] for (q, o), t in zip(questions, at, strict=True)]
+    def ids(name):  # a unit's id and its end: `no-widen` hands over the same units, each 30 s shorter
+        return [[(u.id, u.end_ms) for u in ask(pool, clock, name, q, o, at=t).units]
+                for (q, o), t in zip(questions, at, strict=True)]
 
     base = ids("default")
     for name in NAMES:
         if name.startswith("no-") and name != "no-hierarchy":  # the slice has no events: tests/test_entities.py
             assert ids(name) != base, name
+
+
+def test_a_unit_handed_over_is_joined_by_its_wearers_next_30_seconds(pool, clock):
+    """`widen` 1 (the default): each unit spans 60 s, its own 30 s and then the same wearer's next
+    30 s, never past the question's time; not when that slot is a unit of its own already."""
+    at = clock.parse("DAY1 11:21:02")
+    wide = ask(pool, clock, "default", *SCREWDRIVER).units
+    narrow = ask(pool, clock, "no-widen", *SCREWDRIVER).units
+    assert [u.id for u in wide] == [u.id for u in narrow] and all(u.end_ms - u.start_ms == 30_000 for u in narrow)
+    after = pool.store.beside(narrow, 1, at)
+    taken = {(u.agent, u.start_ms) for u in narrow}
+    n_joined = 0
+    for w, n in zip(wide, narrow, strict=True):
+        nxt = after.get(n.id)
+        if nxt is None or (nxt.agent, nxt.start_ms) in taken:
+            assert (w.end_ms, w.text, w.obs_ids) == (n.end_ms, n.text, n.obs_ids)
+            continue
+        n_joined += 1
+        assert (w.start_ms, w.end_ms) == (n.start_ms, n.end_ms + 30_000) and w.text.startswith(n.text)
+        assert w.obs_ids == n.obs_ids + nxt.obs_ids and w.end_ms <= at + 30_000
+    assert n_joined >= 5, n_joined
+    back = pool.make("default", {"widen": -1}).retrieve(Query(SCREWDRIVER[0], at, SCREWDRIVER[1], asker="A1_JAKE"))
+    assert any(u.start_ms == n.start_ms - 30_000 and u.end_ms == n.end_ms for u, n in zip(back.units, narrow, strict=True))
 
 
 def test_earliest_intent_reaches_back_in_time(pool, clock):

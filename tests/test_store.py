@@ -54,6 +54,25 @@ def test_late_observation_rebuilds_its_segment(store):
     assert text == "first\nsecond" and seg_rev > rev
 
 
+def test_beside_is_the_same_agents_next_or_previous_segment_as_of_a_time(store):
+    from memory.records import joined
+
+    store.add([ob(text="opened the fridge"), ob(start=T0 + 31_000, text="took out milk", end=T0 + 33_000),
+               ob(start=T0 + 40_000, text="opened the fridge", end=T0 + 41_000),
+               ob(agent="robot2", start=T0 + 30_000, text="robot2 sweeps")])
+    units = {(u.agent, u.start_ms): u for u in store.units([r[0] for r in store.db.execute("SELECT id FROM segments")]).values()}
+    first, second = units[("robot1", T0)], units[("robot1", T0 + 30_000)]
+    assert store.beside([first], 1)[first.id] == second  # robot2's segment at that slot is not robot1's
+    assert store.beside([second], -1)[second.id] == first
+    assert store.beside([first], 1, as_of_ms=T0 + 40_500) == {}  # it holds a line ending after that time
+    assert store.beside([first], 1, as_of_ms=T0 + 41_000)[first.id] == second
+    assert store.beside([second], 1) == {} and store.beside([first], 2) == {}
+    both = joined(first, second)
+    assert (both.id, both.start_ms, both.end_ms) == (first.id, T0, T0 + 60_000)
+    assert both.text.split("\n") == ["opened the fridge", "took out milk"]  # a line already said is not repeated
+    assert both.obs_ids == first.obs_ids + second.obs_ids
+
+
 def test_rebuild_segments_reproduces_them(store):
     store.add([ob(start=T0 + i * 7_000, text=f"step {i}") for i in range(20)])
     before = store.db.execute("SELECT agent_id, start_ms, text, obs_ids FROM segments ORDER BY start_ms").fetchall()
