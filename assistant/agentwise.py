@@ -75,7 +75,7 @@ class MemorySearch:
             return []
         if self.hybrid and s.agent_search == "hybrid":
             sub = replace(q, question=req.query, agents=(req.agent,), budget=s.agent_top_k)
-            return [replace(u, extra={"query": req.query}) for u in self.hybrid.retrieve(sub).units]
+            return [replace(u, extra={**u.extra, "query": req.query}) for u in self.hybrid.retrieve(sub).units]
         weights = dict.fromkeys(query_tokens(req.query), 1.0)
         for t, w in self.lexical.weights(replace(q, question="")).items():  # the options, weighted lower
             weights[t] = weights.get(t, 0.0) + w

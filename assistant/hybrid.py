@@ -266,7 +266,8 @@ class HybridRetriever:
     def _widened(self, units: list[Unit], step: int, as_of_ms: int) -> list[Unit]:
         """Each unit with the same wearer's next 30 s (`step` 1; the 30 s before with -1) joined to
         it, a fine unit of 60 s: the moment a question asks about mostly follows the lines that
-        match it best. Not when that slot is a unit of its own already."""
+        match it best. Not when that slot is a unit of its own already. `extra["core"]` keeps the
+        text the search chose (the evidence's vote, `assistant.vote.mentions`, reads that)."""
         taken = {(u.agent, u.start_ms) for u in units}
         nxt = self.store.beside(units, step, as_of_ms)
         out = []
@@ -275,7 +276,8 @@ class HybridRetriever:
             if n is None or (n.agent, n.start_ms) in taken:
                 out.append(u)
             else:
-                out.append(replace(joined(u, n) if step > 0 else joined(n, u), id=u.id, score=u.score))
+                both = joined(u, n) if step > 0 else joined(n, u)
+                out.append(replace(both, id=u.id, score=u.score, extra={**u.extra, "core": u.text}))
         return out
 
     def _select(self, ranked: list[Cand], intent: Intent, q: Query) -> list[Cand]:

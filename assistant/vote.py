@@ -6,7 +6,8 @@ retrieval already knows which options the evidence mentions. Three readings, non
 
 - `mentions`: how much of each option's own words (not the question's) the excerpts shown hold,
   the first excerpts counting most (rank^-0.5), so "Alice" wins when Alice's view and the lines
-  naming her are among the best excerpts;
+  naming her are among the best excerpts (of an excerpt widened by the next 30 s, the 30 s the
+  search chose: `retrieval.widen`);
 - `lexical`: the best BM25 score of the whole memory (up to the question's time) for the
   question's words with that option's words, less that of the question alone: highest where the
   option and the question's matter occur together, anywhere, found or not by the 15 units shown
@@ -62,7 +63,7 @@ def mentions(units: Sequence[Unit], question: str, options: Sequence[str], decay
     sets = [{t: {t} | translations(t) for t in own_words(o, question)} for o in options]
     out = np.zeros(len(options))
     for rank, u in enumerate(units):
-        words, w = set(tokenize(u.text)), 1.0 / (rank + 1) ** decay
+        words, w = set(tokenize(u.extra.get("core", u.text))), 1.0 / (rank + 1) ** decay
         for i, own in enumerate(sets):
             if own:
                 out[i] += w * sum(1 for forms in own.values() if forms & words) / len(own)

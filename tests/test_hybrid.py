@@ -89,6 +89,7 @@ def test_a_unit_handed_over_is_joined_by_its_wearers_next_30_seconds(pool, clock
         n_joined += 1
         assert (w.start_ms, w.end_ms) == (n.start_ms, n.end_ms + 30_000) and w.text.startswith(n.text)
         assert w.obs_ids == n.obs_ids + nxt.obs_ids and w.end_ms <= at + 30_000
+        assert w.extra["core"] == n.text  # what the search chose, for the evidence's vote
     assert n_joined >= 5, n_joined
     back = pool.make("default", {"widen": -1}).retrieve(Query(SCREWDRIVER[0], at, SCREWDRIVER[1], asker="A1_JAKE"))
     assert any(u.start_ms == n.start_ms - 30_000 and u.end_ms == n.end_ms for u, n in zip(back.units, narrow, strict=True))

@@ -40,6 +40,18 @@ def test_mentions_count_the_best_excerpts_most():
     assert list(half) == pytest.approx([0.5, 1.0])
 
 
+def test_mentions_read_the_30_s_the_search_chose_of_a_widened_excerpt():
+    from dataclasses import replace
+
+    core = unit(1, "Alice: I keep tightening the screws")
+    wide = replace(core, end_ms=core.end_ms + 30_000, text=core.text + "\nShure takes the screwdriver",
+                   extra={"core": core.text})
+    opts = ["Alice", "Shure"]
+    assert list(mentions([wide], "Who tightened the screws?", opts)) == pytest.approx([1.0, 0.0])
+    plain = replace(wide, extra={})  # without the mark, the whole text counts
+    assert list(mentions([plain], "Who tightened the screws?", opts)) == pytest.approx([1.0, 1.0])
+
+
 def test_an_option_is_mentioned_in_its_translation_too():
     units = [unit(1, "我们中午吃披萨吧", "A2_ALICE"), unit(2, "Jake: hot pot tonight?")]
     opts = ["Pizza", "Hot pot"]
