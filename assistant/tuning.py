@@ -18,7 +18,7 @@ import numpy as np
 from assistant.bench import WINDOWS, day_of, hit
 from assistant.egolifeqa import QAItem
 from assistant.query import Query
-from assistant.retrievers import PARTS, known
+from assistant.retrievers import known
 from memory.clock import HouseClock
 
 GRID: dict[str, tuple[float, ...]] = {
@@ -31,7 +31,6 @@ GRID: dict[str, tuple[float, ...]] = {
     "chain_weight": (0.0, 0.1, 0.2, 0.4, 0.8),
     "people_weight": (0.0, 0.05, 0.1, 0.2, 0.4),
     "hierarchy_weight": (0.0, 0.05, 0.1, 0.2),
-    "widen": (0, -1, 1),
 }
 
 
@@ -114,11 +113,7 @@ def run_loo(items: list[QAItem], pool, names: list[str], clock: HouseClock, *, a
         if name.partition("@")[0] in ("lexical", "egomas-reference") or not known(name):
             continue  # nothing to tune (or a planned gathering, `assistant.bench.PLANNED`, not a hybrid retriever)
         shared = (pools or {}).get(name, {})
-        base = name.partition("@")[0]
-        off = PARTS.get(base[3:]) if base.startswith("no-") else None
-        grid = {k: v for k, v in GRID.items() if k != off}  # `no-widen` has no widening to choose
         reports[name] = leave_one_day_out(
-            items, lambda cfg, n=name, c=shared: pool.make(n, cfg, c), {k: configured[k] for k in grid}, clock,
-            asker=asker, budget=budget, grid=grid)
+            items, lambda cfg, n=name, c=shared: pool.make(n, cfg, c), configured, clock, asker=asker, budget=budget)
         texts.append(loo_table(name, reports[name]))
     return reports, "\n\n".join(texts)
