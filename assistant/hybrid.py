@@ -266,14 +266,15 @@ class HybridRetriever:
     def _widened(self, units: list[Unit], step: int, as_of_ms: int) -> list[Unit]:
         """Each unit with the same wearer's next 30 s (`step` 1; the 30 s before with -1) joined to
         it, a fine unit of 60 s: the moment a question asks about mostly follows the lines that
-        match it best. Not when that slot is a unit of its own already. `extra["core"]` keeps the
+        match it best. Not when that 30-s slot is among the units already (any wearer's: selection
+        keeps one unit a slot). `extra["core"]` keeps the
         text the search chose (the evidence's vote, `assistant.vote.mentions`, reads that)."""
-        taken = {(u.agent, u.start_ms) for u in units}
+        taken = {u.start_ms for u in units}
         nxt = self.store.beside(units, step, as_of_ms)
         out = []
         for u in units:
             n = nxt.get(u.id)
-            if n is None or (n.agent, n.start_ms) in taken:
+            if n is None or n.start_ms in taken:
                 out.append(u)
             else:
                 both = joined(u, n) if step > 0 else joined(n, u)

@@ -70,7 +70,8 @@ class Unit:
 
 def joined(first: Unit, second: Unit) -> Unit:
     """One unit spanning two adjacent ones of the same agent (`first` earlier): the id and score
-    of the one the search chose is kept by the caller; a line already said is not said again."""
+    of the one the search chose is kept by the caller; a line already said is not said again (a
+    caption repeated within the minute is shown once too)."""
     seen = set(first.text.split("\n"))
     more = [line for line in second.text.split("\n") if line not in seen]
     text = "\n".join([first.text, *more]) if more else first.text

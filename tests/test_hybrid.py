@@ -78,20 +78,25 @@ def test_a_unit_handed_over_is_joined_by_its_wearers_next_30_seconds(pool, clock
     narrow = ask(pool, clock, "default", *SCREWDRIVER).units
     assert [u.id for u in wide] == [u.id for u in narrow] and all(u.end_ms - u.start_ms == 30_000 for u in narrow)
     after = pool.store.beside(narrow, 1, at)
-    taken = {(u.agent, u.start_ms) for u in narrow}
+    taken = {u.start_ms for u in narrow}  # one unit a slot, whoever wears it
     n_joined = 0
     for w, n in zip(wide, narrow, strict=True):
         nxt = after.get(n.id)
-        if nxt is None or (nxt.agent, nxt.start_ms) in taken:
+        if nxt is None or nxt.start_ms in taken:
             assert (w.end_ms, w.text, w.obs_ids) == (n.end_ms, n.text, n.obs_ids)
             continue
         n_joined += 1
         assert (w.start_ms, w.end_ms) == (n.start_ms, n.end_ms + 30_000) and w.text.startswith(n.text)
-        assert w.obs_ids == n.obs_ids + nxt.obs_ids and w.end_ms <= at + 30_000
+        assert w.obs_ids == n.obs_ids + nxt.obs_ids
+        assert max(e for _, e, _ in pool.store.line_times(w.obs_ids)) <= at  # nothing said after the question
         assert w.extra["core"] == n.text  # what the search chose, for the evidence's vote
-    assert n_joined >= 5, n_joined
+    assert n_joined >= 3, n_joined
     back = pool.make("default", {"widen": -1}).retrieve(Query(SCREWDRIVER[0], at, SCREWDRIVER[1], asker="A1_JAKE"))
-    assert any(u.start_ms == n.start_ms - 30_000 and u.end_ms == n.end_ms for u, n in zip(back.units, narrow, strict=True))
+    before = pool.store.beside(narrow, -1, at)
+    backwards = [(u, n) for u, n in zip(back.units, narrow, strict=True) if u.start_ms < n.start_ms]
+    assert backwards and all(u.id == n.id and u.start_ms == n.start_ms - 30_000 and u.end_ms == n.end_ms
+                             and u.text.startswith(before[n.id].text) and u.extra["core"] == n.text
+                             for u, n in backwards)
 
 
 def test_earliest_intent_reaches_back_in_time(pool, clock):
