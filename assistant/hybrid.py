@@ -267,8 +267,8 @@ class HybridRetriever:
         """Each unit with the same wearer's next 30 s (`step` 1; the 30 s before with -1) joined to
         it, a fine unit of 60 s: the moment a question asks about mostly follows the lines that
         match it best. Not when that 30-s slot is among the units already (any wearer's: selection
-        keeps one unit a slot). `extra["core"]` keeps the
-        text the search chose (the evidence's vote, `assistant.vote.mentions`, reads that)."""
+        keeps one unit a slot). `extra["core"]` keeps the text the search chose (the evidence's
+        vote, `assistant.vote.mentions`, reads that)."""
         taken = {u.start_ms for u in units}
         nxt = self.store.beside(units, step, as_of_ms)
         out = []

@@ -225,8 +225,8 @@ class Store:
     def beside(self, units: Sequence[Unit], step: int, as_of_ms: int | None = None) -> dict[int, Unit]:
         """The same agent's segment `step` slots after each unit (before it when negative), keyed by
         the unit's id; none that holds an observation ending after `as_of_ms`."""
-        ids = {name: aid for aid, name in self.agents().items()}
         names = self.agents()
+        ids = {name: aid for aid, name in names.items()}
         out: dict[int, Unit] = {}
         for u in units:
             if u.agent not in ids:
