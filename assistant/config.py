@@ -121,6 +121,13 @@ class SearchSettings(BaseModel):
         "minilm", description="Sentence encoder of the dense index: 'minilm' (all-MiniLM-L6-v2, a unit's English lines "
         "only; measured best on EgoLifeQA DAY1-2) or 'use-multilingual' (Universal Sentence Encoder Multilingual v3, "
         "every line of a unit in any language). Each has its own vector tables; switching embeds the memory once.")
+    second_encoder: Literal["", "minilm", "use-multilingual"] = Field(
+        "", description="A second sentence encoder whose nearest units are fused beside the first's, at "
+        "`second_dense_weight` ('': none). 'use-multilingual' beside MiniLM gives the Chinese-only memories (five of "
+        "the six EgoLife wearers) a dense search while MiniLM keeps its English precision; its vectors are kept, "
+        "and a backlog embedded, like the first's.")
+    second_dense_weight: float = Field(0.3, ge=0, description="Weight of the second encoder's cosine (scaled 0..1 "
+                                       "over its nearest units) against BM25's 1.")
     embedding_model: Path | None = Field(
         None, description="With encoder 'minilm': a sentence-transformers ONNX export (default: the bundled "
         "all-MiniLM-L6-v2 int8).")

@@ -38,14 +38,24 @@ class Columns:
     chain: np.ndarray
     people: np.ndarray
     hier: np.ndarray
+    dense2: np.ndarray | None = None  # the second encoder's cosine (`retrieval.second_encoder`), 0 where not found
 
 
 def base_scores(c: Columns, s: SearchSettings) -> np.ndarray:
     lex_max = float(c.lex.max(initial=0.0)) or 1.0
-    found = c.dense > 0
-    lo, hi = (float(c.dense[found].min()), float(c.dense[found].max())) if found.any() else (0.0, 1.0)
-    d = np.where(found, (c.dense - lo) / (hi - lo), 0.0) if hi > lo else np.zeros(len(c.ids))
-    return c.lex / lex_max + (s.dense_weight * d if s.dense else 0.0)
+    score = c.lex / lex_max
+    if s.dense:
+        score = score + s.dense_weight * scaled(c.dense)
+        if c.dense2 is not None:
+            score = score + s.second_dense_weight * scaled(c.dense2)
+    return score
+
+
+def scaled(sim: np.ndarray) -> np.ndarray:
+    """Cosines scaled to 0..1 over the candidates a dense search found (0 where it found none)."""
+    found = sim > 0
+    lo, hi = (float(sim[found].min()), float(sim[found].max())) if found.any() else (0.0, 1.0)
+    return np.where(found, (sim - lo) / (hi - lo), 0.0) if hi > lo else np.zeros(len(sim))
 
 
 def entity_levels(c: Columns, ents: list[str], named: list[str], having: dict[str, np.ndarray],

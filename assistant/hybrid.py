@@ -19,9 +19,8 @@ from __future__ import annotations
 
 import re
 import time
-from collections import defaultdict
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 import numpy as np
 
@@ -30,6 +29,7 @@ from assistant.config import SearchSettings
 from assistant.fusion import Columns, entity_levels, fuse, relevance, score_all
 from assistant.lexical import LexicalRetriever
 from assistant.query import Query, Retrieved, person_name, speaks_of_self
+from assistant.selection import Cand, new_moments, round_robin_by_day
 from assistant.temporal import CUE_WORDS, Intent, read_intent
 from memory.clock import HouseClock
 from memory.entities import EntityMemory, person_key
@@ -48,33 +48,23 @@ RECENT_GAP_MS = 10 * 60_000  # "the last time" means an earlier occasion, not th
 CUE_TOKENS = frozenset(t for w in CUE_WORDS for t in tokenize(w))
 
 
-@dataclass
-class Cand:
-    unit: Unit
-    lex: float = 0.0
-    dense: float = 0.0
-    score: float = 0.0
-    level: int = 0
-    chain: float = 0.0
-    hier: float = 0.0
-    people: float = 0.0
-
-
 class HybridRetriever:
     name = "default"
 
     def __init__(self, store: Store, clock: HouseClock, settings: SearchSettings, *, index: LexicalIndex | None = None,
                  vectors=None, embedder=None, event_vectors=None, name: str = "default",
                  pool_cache: dict | None = None, entities: EntityMemory | None = None,
-                 event_index: LexicalIndex | None = None, glossary: Glossary | None = None):
+                 event_index: LexicalIndex | None = None, glossary: Glossary | None = None, second=None):
         """`pool_cache` (optional, shared by variants that differ only in weights applied after the
         candidates are gathered: the weight search of `chorus bench --loo`) keeps each question's
-        candidates, so a variant re-scores them instead of searching again."""
+        candidates, so a variant re-scores them instead of searching again. `second`: (vectors,
+        encoder) of `retrieval.second_encoder`, searched beside the first."""
         self.store, self.clock, self.s, self.name = store, clock, settings, name
         self.lexical = LexicalRetriever(store, index, glossary=glossary,
                                         cross_lingual=settings.translation_weight if settings.translations else 0.0)
         self.index = self.lexical.index
         self.vectors, self.embedder, self.event_vectors = vectors, embedder, event_vectors
+        self.second = second
         self.pool_cache = pool_cache
         self.entities, self.event_index = entities, event_index
         self._names: set[str] | None = None
@@ -90,15 +80,17 @@ class HybridRetriever:
             self.entities.refresh()
         if self.s.dense and self.vectors is not None:
             self.vectors.refresh(limit=INLINE_EMBED)
+        if self.s.dense and self.second is not None:
+            self.second[0].refresh(limit=INLINE_EMBED)
 
     def people(self) -> set[str]:
         if self._names is None:
             self._names = {t for a in self.store.agents().values() for t in query_tokens(person_name(a))}
         return self._names
 
-    def _pool(self, q: Query, intent: Intent, agents, dense: Future | None) -> dict[int, Cand]:
-        """`dense`: the question's vectors being made (`_dense_queries_soon`: the encoder runs, GIL
-        released, while BM25 does)."""
+    def _pool(self, q: Query, intent: Intent, agents, dense: tuple[Future | None, Future | None]) -> dict[int, Cand]:
+        """`dense`: the question's vectors being made, by the first encoder and the second
+        (`_dense_queries_soon`: the encoders run, GIL released, while BM25 does)."""
         cands: dict[int, Cand] = {}
         for hits in self.index.search_many(self._lexical_queries(q), k=POOL, as_of=q.as_of_ms, agents=agents):
             for i, sc in hits:
@@ -111,11 +103,15 @@ class HybridRetriever:
                 c.lex = max(c.lex, sc * self.s.entity_search_weight)
         self._ways_in(q, intent, agents, cands)
         spans = self._spans(list(cands))  # these while the question's vector is still being made
-        if dense is not None:
-            for qv in dense.result():
-                for i, sim in self.vectors.search(qv, k=DENSE_POOL, as_of=q.as_of_ms, agents=agents):
+        for future, vectors, field in ((dense[0], self.vectors, "dense"),
+                                       (dense[1], self.second[0] if self.second else None, "dense2")):
+            if future is None or vectors is None:
+                continue
+            for qv in future.result():
+                for i, sim in vectors.search(qv, k=DENSE_POOL, as_of=q.as_of_ms, agents=agents):
                     c = cands.setdefault(i, Cand(None))  # type: ignore[arg-type]
-                    c.dense = max(c.dense, sim)
+                    setattr(c, field, max(getattr(c, field), sim))
+        if any(f is not None for f in dense):
             spans |= self._spans([i for i in cands if i not in spans])
         self._people(q, cands)
         for i, c in cands.items():
@@ -179,19 +175,23 @@ class HybridRetriever:
         dense = self.event_vectors.search(self._dense_queries(q)[0], k=k, as_of=q.as_of_ms)
         return fuse(lexical, dense, self.s.dense_weight)[:k]
 
-    def _dense_queries_soon(self, q: Query) -> Future | None:
-        """`_dense_queries` started in a worker thread (None with dense search off)."""
-        if not (self.s.dense and self.vectors is not None and self.embedder is not None):
-            return None
-        return _ENCODING.submit(self._dense_queries, q)
+    def _dense_queries_soon(self, q: Query) -> tuple[Future | None, Future | None]:
+        """`_dense_queries` of the first encoder and the second started in a worker thread (None
+        for one that is off)."""
+        if not self.s.dense:
+            return None, None
+        first = _ENCODING.submit(self._dense_queries, q) if self.vectors is not None and self.embedder is not None else None
+        second = _ENCODING.submit(self._dense_queries, q, self.second[1]) if self.second is not None else None
+        return first, second
 
-    def _dense_queries(self, q: Query) -> list:
+    def _dense_queries(self, q: Query, embedder=None) -> list:
         """One vector for the question; its options go to BM25, one query each. With the options in
         the vector's text (`retrieval.dense_options`) EgoLifeQA DAY1-2 lost 1.2 and 2.9 points of
         Hit@5min (DAY1, DAY2; Hit@0 equal) and the encoder read twice the tokens; a vector per
         option costs a search each and gained 0.4 points of Hit@0."""
         opts = [o for o in q.options if o] if self.s.dense_options else []
-        embed = getattr(self.embedder, "embed_query", self.embedder.embed)
+        embedder = embedder or self.embedder
+        embed = getattr(embedder, "embed_query", embedder.embed)
         return [embed([q.question + ("\n" + " / ".join(opts) if opts else "")])[0]]
 
     def key_entities(self, q: Query) -> list[str]:
@@ -220,9 +220,11 @@ class HybridRetriever:
             return
         wearers: dict[str, int] = {}
         m = np.array([(c.unit.id, wearers.setdefault(c.unit.agent, len(wearers)), c.unit.start_ms, c.unit.end_ms,
-                       c.lex, c.dense, c.chain, c.people, c.hier) for c in cs], dtype=np.float64)  # exact: < 2**53
+                       c.lex, c.dense, c.chain, c.people, c.hier, c.dense2) for c in cs],
+                     dtype=np.float64)  # exact: < 2**53
         ints = m[:, :4].astype(np.int64)
-        c = Columns(ints[:, 0], ints[:, 1], ints[:, 2], ints[:, 3], *(m[:, k] for k in range(4, 9)))
+        c = Columns(ints[:, 0], ints[:, 1], ints[:, 2], ints[:, 3], *(m[:, k] for k in range(4, 9)),
+                    dense2=m[:, 9] if self.second is not None else None)
         levels = self._entity_levels(q, intent, c) if self.s.entities else None
         for cand, v in zip(cs, score_all(c, self.s, intent, q.as_of_ms, levels).tolist(), strict=True):
             cand.score = v
@@ -246,7 +248,7 @@ class HybridRetriever:
         agents = self.lexical.agent_ids(q.agents)
         key = (q.question, q.options, q.asker, q.as_of_ms, tuple(agents) if agents is not None else None)
         cands = self.pool_cache.get(key) if self.pool_cache is not None else None
-        dense = self._dense_queries_soon(q) if cands is None else None  # the encoder first: the longest part
+        dense = self._dense_queries_soon(q) if cands is None else (None, None)  # the encoders first: the longest part
         self.refresh()
         intent = read_intent(q.question, q.as_of_ms, self.clock) if self.s.temporal else Intent()
         if cands is None:
@@ -300,7 +302,7 @@ class HybridRetriever:
             elif intent.order == "earliest":
                 strong.sort(key=lambda c: c.unit.start_ms)
             else:
-                strong = _round_robin_by_day(strong, self.clock)
+                strong = round_robin_by_day(strong, self.clock)
             for c in strong[: int(budget * self.s.curation_share)]:
                 take(c)
         spread = int(round(budget * self.s.spread_share)) if self.s.spread_minutes > 0 else 0
@@ -309,36 +311,9 @@ class HybridRetriever:
                 if len(out) >= budget - spread:
                     break
                 take(c)
-            for c in _new_moments(ranked, budget - len(out), self.s.spread_minutes * 60_000, out):
+            for c in new_moments(ranked, budget - len(out), self.s.spread_minutes * 60_000, out):
                 take(c)
         for c in ranked:
             take(c)
         return sorted(out, key=lambda c: -c.score)
 
-
-def _new_moments(ranked: list[Cand], room: int, apart_ms: float, taken: list[Cand]) -> list[Cand]:
-    """Up to `room` candidates best first, each at least `apart_ms` from every one taken before it:
-    the end of the budget reaches other moments instead of more of the best one (a miss's nearest
-    unit is mostly minutes off the target)."""
-    starts, out = [c.unit.start_ms for c in taken], []
-    for c in ranked:
-        if len(out) >= room:
-            break
-        t = c.unit.start_ms
-        if all(abs(t - s) >= apart_ms for s in starts):
-            starts.append(t)
-            out.append(c)
-    return out
-
-
-def _round_robin_by_day(cands: list[Cand], clock: HouseClock) -> list[Cand]:
-    days: dict[int, list[Cand]] = defaultdict(list)
-    for c in cands:
-        days[clock.day_of(c.unit.start_ms)[0]].append(c)
-    out, rank = [], 0
-    while len(out) < len(cands):
-        for d in sorted(days):
-            if rank < len(days[d]):
-                out.append(days[d][rank])
-        rank += 1
-    return out

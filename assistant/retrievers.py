@@ -1,7 +1,7 @@
 """The retrievers by name, sharing one set of indices: what `retrieve`, `bench` and answering use.
 
 `default` is the hybrid retriever with every part on (as configured); `no-<part>` switches one
-part off; `lexical` is BM25 alone (the previous default); `egomas-reference` the released EgoMAS.
+part off (`no-second`: the second encoder, `retrieval.second_encoder`); `lexical` is BM25 alone (the previous default); `egomas-reference` the released EgoMAS.
 A hybrid name may end in `@<encoder>` (`default@minilm`) to use that sentence encoder instead of
 the configured one: each encoder has its own vector tables, so both are measured in one run.
 """
@@ -27,7 +27,7 @@ logger = logging.getLogger(__name__)
 PARTS = {"dense": "dense", "temporal": "temporal", "scales": "scales", "context": "context",
          "entities": "entities", "options": "options_apart", "entity-memory": "entity_memory",
          "hierarchy": "hierarchy"}
-NAMES = ("default", *(f"no-{p}" for p in PARTS), "lexical-only", "lexical", "egomas-reference")
+NAMES = ("default", *(f"no-{p}" for p in PARTS), "no-second", "lexical-only", "lexical", "egomas-reference")
 # encoder -> the key of its vector tables ('' = the tables MiniLM has always used)
 ENCODERS = {"use-multilingual": "use", "minilm": ""}
 
@@ -42,15 +42,18 @@ class Retrievers:
     """Indices and the embedding models are opened once and shared by every variant."""
 
     def __init__(self, store: Store, clock: HouseClock, settings: SearchSettings, *,
-                 embedder_factory: Callable[[], object] | None = None):
-        """`embedder_factory` builds the configured encoder (the daemon hands its loaded one to
-        its background indexer this way); other encoders are built from the settings."""
+                 embedder_factory: Callable[[], object] | None = None,
+                 lend: Callable[[str], object] | None = None):
+        """`embedder_factory` builds the configured encoder, `lend(name)` any encoder (the daemon
+        hands the serving retrievers' loaded ones to its background indexer this way); other
+        encoders are built from the settings."""
         self.store, self.clock, self.settings = store, clock, settings
         self.index = LexicalIndex(store)
         self.event_index = LexicalIndex(store, EVENTS)
         self.entities = EntityMemory(store)
         self._glossary: Glossary | None = None  # read or learnt only with `translations` on
         self._embedder_factory = embedder_factory
+        self._lend = lend
         self._dense: dict[str, tuple[VectorIndex, VectorIndex, object]] = {}
         self._broken: set[str] = set()
 
@@ -79,6 +82,8 @@ class Retrievers:
         if encoder not in self._dense:
             if encoder == self.settings.encoder and self._embedder_factory is not None:
                 e = self._embedder_factory()
+            elif self._lend is not None:
+                e = self._lend(encoder)
             else:
                 e = make_encoder(self.settings, encoder)
             key = ENCODERS[encoder]
@@ -113,7 +118,8 @@ class Retrievers:
         if self.settings.translations:
             self.glossary().learn_if_due()
         done: dict[str, int] = {}
-        for enc in dict.fromkeys((self.settings.encoder, *encoders)):
+        second = (self.settings.second_encoder,) if self.settings.second_encoder else ()
+        for enc in dict.fromkeys((self.settings.encoder, *second, *encoders)):
             if not self.dense_ok(enc):
                 continue
             seg, ev, _ = self._open(enc)
@@ -138,17 +144,22 @@ class Retrievers:
         base, _, encoder = name.partition("@")
         encoder = encoder or self.settings.encoder
         s = self.settings.model_copy(update=overrides or {})
-        if base.startswith("no-"):
+        if base.startswith("no-") and base[3:] in PARTS:
             s = s.model_copy(update={PARTS[base[3:]]: False})
         elif base == "lexical-only":
             s = s.model_copy(update=dict.fromkeys(PARTS.values(), False))
-        seg = ev = e = None
+        if base in ("no-second", "lexical-only"):
+            s = s.model_copy(update={"second_encoder": ""})
+        seg = ev = e = second = None
         if s.dense and self.dense_ok(encoder):
             seg, ev, e = self._open(encoder)
+        if s.dense and s.second_encoder and s.second_encoder != encoder and self.dense_ok(s.second_encoder):
+            vectors, _, encoder2 = self._open(s.second_encoder)
+            second = (vectors, encoder2)
         return HybridRetriever(self.store, self.clock, s, index=self.index, vectors=seg, embedder=e,
                                event_vectors=ev, name=name, pool_cache=pool_cache, entities=self.entities,
                                event_index=self.event_index,
-                               glossary=self.glossary() if s.translations else None)
+                               glossary=self.glossary() if s.translations else None, second=second)
 
 
 def make_encoder(s: SearchSettings, encoder: str):

@@ -23,6 +23,7 @@ from memory.clock import HouseClock
 
 GRID: dict[str, tuple[float, ...]] = {
     "dense_weight": (0.0, 0.3, 0.6, 0.9, 1.2),
+    "second_dense_weight": (0.0, 0.15, 0.3, 0.6, 0.9),
     "window_weight": (0.0, 0.15, 0.3, 0.5),
     "hour_weight": (0.0, 0.1, 0.2, 0.4),
     "context_weight": (0.0, 0.1, 0.2, 0.4),

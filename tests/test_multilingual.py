@@ -6,7 +6,7 @@ import pytest
 
 from assistant.config import SearchSettings
 from assistant.egolifeqa import QAItem
-from assistant.query import Retrieved
+from assistant.query import Query, Retrieved
 from assistant.retrievers import Retrievers, known
 from assistant.tuning import leave_one_day_out
 from memory.records import Observation, Unit
@@ -109,3 +109,22 @@ def test_leave_one_day_out_never_reports_a_day_with_weights_set_on_it(clock):
     assert rep["folds"]["DAY1"]["held_out"]["hit@0"] == 0.0 and rep["held_out"]["n"] == 6
     with pytest.raises(ValueError, match="two days"):
         leave_one_day_out(items[:3], lambda cfg: Scripted(cfg, wants), configured, clock, asker="I", budget=15)
+
+
+def test_a_second_encoder_gives_the_chinese_only_memories_a_dense_search(store, clock, use):
+    """MiniLM reads English lines only, so a wearer whose captions are all Chinese has no vector;
+    USE beside it (`retrieval.second_encoder`) finds that wearer's moment for an English question."""
+    store.add([obs("A1_JAKE", 0, "I look at my phone.", "caption"), obs("A1_JAKE", 60, "I walk to the door.", "caption"),
+               obs("A2_ALICE", 120, "我在厨房切西瓜"), obs("A3_TASHA", 180, "我们在讨论明天的舞蹈")])
+    s = SearchSettings(encoder="minilm", second_encoder="use-multilingual", second_dense_weight=1.0, dense_weight=0.3, scales=False,
+                       context=False, entities=False, entity_memory=False, hierarchy=False, temporal=False)
+    pool = Retrievers(store, clock, s, embedder_factory=None)
+    done = pool.prepare()
+    assert done["segments_use"] == 4  # every unit, whatever its language, has a vector of the second encoder
+    assert pool.vectors("use-multilingual")[0].pending() == 0
+    q = Query("Who was cutting watermelon in the kitchen?", 10**15, asker="A1_JAKE", budget=2)
+    with_second = pool.make("default").retrieve(q).units
+    without = pool.make("no-second").retrieve(q).units
+    assert with_second[0].agent == "A2_ALICE" and with_second[0].text == "我在厨房切西瓜"
+    assert "A2_ALICE" not in {u.agent for u in without}  # MiniLM alone: Alice's caption has no English to embed
+    assert pool.make("no-second").second is None and pool.make("lexical-only").second is None
