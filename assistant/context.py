@@ -105,6 +105,25 @@ def best_lines(u: Unit, wanted: set[str], n: int = 1) -> list[str]:
     return [lines[i] for i in sorted(ranked[:n])]
 
 
+def bearing_lines(u: Unit, answer: str, question: str, n: int = 2) -> list[str]:
+    """The unit's `n` lines that bear out `answer` best, as a person reads them beside it: the
+    wearer's own lines with "I" written as the wearer (`named`), an answer's words counting twice a
+    question's, the English twin of a line said in two languages, ties to the earlier. None shares
+    a word: the unit's first line."""
+    lines = [named(x, person_name(u.agent)) for x in unit_lines(u)]
+    if not lines:
+        return []
+    said, asked = set(query_tokens(answer)), set(query_tokens(question))
+
+    def weight(line: str) -> int:
+        words = set(query_tokens(line))
+        return 2 * len(said & words) + len(asked & words)
+
+    ranked = sorted(range(len(lines)), key=lambda i: (-weight(lines[i]), is_cjk(lines[i]), i))
+    kept = [i for i in ranked[:n] if weight(lines[i]) > 0]
+    return [lines[i] for i in sorted(kept)] or lines[:1]
+
+
 def fit_events(events: list, budget: int, cost: Callable[[object], int]) -> list:
     """The best events (best first) whose lines fit `budget` tokens, `cost(event)` each and a
     newline between them: the excerpts keep the rest of the context."""

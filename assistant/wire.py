@@ -3,14 +3,19 @@
 from __future__ import annotations
 
 from assistant.answer import Answer
+from assistant.context import bearing_lines
 from assistant.frames import frames_json
 from memory.clock import HouseClock
 from memory.records import Unit
 
 
-def unit_json(u: Unit, clock: HouseClock, cited: bool | None = None) -> dict:
+def unit_json(u: Unit, clock: HouseClock, cited: bool | None = None, answer: tuple[str, str] | None = None) -> dict:
+    """`answer`: (the answer, the question): `lines` then holds the unit's lines that bear it out,
+    which `chorus ask` and the chat show."""
     d = {"agent": u.agent, "start": clock.iso(u.start_ms), "end": clock.iso(u.end_ms),
          "start_ms": u.start_ms, "end_ms": u.end_ms, "text": u.text, "kind": "segment", "ids": list(u.obs_ids)}
+    if answer is not None:
+        d["lines"] = bearing_lines(u, *answer)
     return d if cited is None else d | {"cited": cited}
 
 
@@ -25,8 +30,8 @@ def answer_json(a: Answer, clock: HouseClock, as_of_ms: int) -> dict:
         # question told the time of its best excerpt
         "mode": a.mode, "guard": a.guard, "model_reply": a.reply,
         # what the model cited first, then the rest of what it was shown, so nothing is hidden
-        "evidence": [unit_json(u, clock, a.cited) for u in a.evidence]
-        + [unit_json(u, clock, False) for u in g.units if u not in a.evidence],
+        "evidence": [unit_json(u, clock, a.cited, (a.answer, a.question)) for u in a.evidence]
+        + [unit_json(u, clock, False, (a.answer, a.question)) for u in g.units if u not in a.evidence],
         "plan": {"planner": g.planner, "requests": [{"agent": r.agent, "query": r.query} for r in g.requests]},
         "events": [{"who": list(e.who), "what": e.what, "where": e.where, "how": e.how,
                     "start": clock.iso(e.start_ms), "end": clock.iso(e.end_ms)} for e in g.events],

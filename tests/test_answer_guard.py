@@ -4,7 +4,7 @@ import pytest
 
 from assistant.answer import Answerer
 from assistant.config import AnswerSettings
-from assistant.context import english_first, fit_units, named, shown_lines
+from assistant.context import bearing_lines, english_first, fit_units, named, shown_lines
 from assistant.guard import (
     NOT_FOUND,
     check_open,
@@ -305,3 +305,27 @@ def test_the_answer_benchmark_counts_accuracy_modes_and_the_open_scorer(house, c
     r = run_answers(items, cells, clock, asker="A1_JAKE", open_mode=True, embed=embed)["cells"]["flat"]
     assert [a["choice"] for a in r["answers"]] == ["B", "B"] and r["accuracy"] == 50.0
     assert r["answers"][0]["cosines"][1] == max(r["answers"][0]["cosines"])
+
+
+def test_evidence_is_shown_by_the_lines_that_bear_out_the_answer(clock):
+    """`chorus ask` and the chat show each evidence unit by its lines that hold the answer's words
+    (the wearer's "I" named, the English twin of a bilingual line), not by its first line."""
+    from daemon.cli.support import evidence_line
+
+    shure = unit("A6_SHURE", T + 17 * 60_000, "Jake: 对\nJake: Right.\n我正在使用螺丝刀\nI am using the screwdriver now\n"
+                 "Lucia: 好的\nLucia: Okay.")
+    assert bearing_lines(shure, "C. Shure", "Who used the screwdriver first?") == ["Shure is using the screwdriver now"]
+    alice = unit("A2_ALICE", T + 16 * 60_000, "Jake: 对\nJake: Right.\n我依旧在拧螺丝")
+    assert bearing_lines(alice, "B. Alice", "Who used the screwdriver first?") == ["Alice依旧在拧螺丝"]
+    plain = unit("A4_LUCIA", T, "Lucia: 我们先走吧\nLucia: Let's go first.\n我看着桌子")
+    # nothing bears it out: the first line (of a bilingual pair, the English one)
+    assert bearing_lines(plain, "pizza", "What did we order?") == ["Lucia: Let's go first."]
+    from assistant.answer import Answer, Gathered
+    from models.llm import Usage
+
+    ans = Answer("Who used the screwdriver first?", "C. Shure", "C", [shure], True, Gathered([], [shure, alice]), 100,
+                 {}, Usage())
+    data = answer_json(ans, clock, T + 3_600_000)
+    assert data["evidence"][0]["lines"] == ["Shure is using the screwdriver now"] and data["evidence"][0]["cited"]
+    assert evidence_line(data["evidence"][0]) == "Shure is using the screwdriver now"
+    assert evidence_line({"text": "first\nsecond"}) == "first"  # an older daemon's answer has no lines

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import daemon.cli.options as options
 from daemon.cli.options import Command
-from daemon.cli.support import question_retrievers, settings_of, store_of
+from daemon.cli.support import evidence_line, question_retrievers, settings_of, store_of
 
 HISTORY = Path(os.environ.get("CHORUS_HISTORY", Path.home() / ".chorus_history"))
 
@@ -33,8 +33,7 @@ def show(answer: dict, label: Callable[[str], str]) -> str:
         lines.insert(1, f"({answer.get('mode')}: {answer['guard']})")
     for e in answer.get("evidence", [])[:8]:
         mark = "*" if e.get("cited") else " "
-        first = e["text"].split("\n")[0][:90]
-        lines.append(f" {mark} {e['agent']:<11} {label(e['start'])}  {first}")
+        lines.append(f" {mark} {e['agent']:<11} {label(e['start'])}  {evidence_line(e)}")
     t = answer.get("timings_ms", {})
     lines.append(f"   ({', '.join(f'{k} {v:.0f} ms' for k, v in t.items())})")
     return "\n".join(lines)

@@ -7,7 +7,15 @@ import argparse
 
 import daemon.cli.options as options
 from daemon.cli.options import Command
-from daemon.cli.support import UserError, out, parse_time, question_retrievers, settings_of, store_of
+from daemon.cli.support import (
+    UserError,
+    evidence_line,
+    out,
+    parse_time,
+    question_retrievers,
+    settings_of,
+    store_of,
+)
 
 
 def query_of(args, settings, as_of: int, budget: int):
@@ -98,9 +106,8 @@ def cmd_ask(args) -> int:
     if a.guard:
         lines.append(f"({a.mode}: {a.guard})")
     lines.append("\nevidence" + ("" if a.cited else " (not cited by the model: best retrieved)") + ":")
-    for u in a.evidence:
-        first = u.text.split("\n")[0][:100]
-        lines.append(f"  {u.agent:10} {clock.label(u.start_ms)}  {first}")
+    for e in data["evidence"][: len(a.evidence)]:
+        lines.append(f"  {e['agent']:10} {clock.label(e['start_ms'])}  {evidence_line(e)}")
     t = data["timings_ms"]
     lines.append(f"\n{data['plan']['planner']} plan {[(r['agent'], r['query']) for r in data['plan']['requests']]}; "
                  f"timings ms {t}; tokens {data['tokens']}, context {data['context']}")

@@ -102,5 +102,12 @@ def _embedded(store, clock, settings, reset: bool, encoders: tuple[str, ...]):
     return r
 
 
+def evidence_line(e: dict, most: int = 160) -> str:
+    """An evidence item as one line: the lines that bear out the answer (`lines`; an older daemon
+    sends none: its first line)."""
+    text = " / ".join(e.get("lines") or e["text"].split("\n")[:1])
+    return text if len(text) <= most else text[: most - 1] + "…"
+
+
 def out(args, data: dict, text: str) -> None:
     print(json.dumps(data, ensure_ascii=False) if args.json else text)
