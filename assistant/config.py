@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 
 class ConsolidationSettings(BaseModel):
@@ -179,3 +179,9 @@ class SearchSettings(BaseModel):
                                   "from every unit chosen before them (0: off).")
     spread_share: float = Field(0.3, ge=0, le=1, description="Share of the budget kept for new moments (with "
                                 "spread_minutes).")
+
+    @model_validator(mode="after")
+    def _second_is_another(self) -> SearchSettings:
+        if self.second_encoder and self.second_encoder == self.encoder:
+            raise ValueError(f"second_encoder {self.second_encoder!r} is the encoder itself: name another, or '' for none")
+        return self

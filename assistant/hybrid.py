@@ -248,7 +248,8 @@ class HybridRetriever:
         agents = self.lexical.agent_ids(q.agents)
         key = (q.question, q.options, q.asker, q.as_of_ms, tuple(agents) if agents is not None else None)
         cands = self.pool_cache.get(key) if self.pool_cache is not None else None
-        dense = self._dense_queries_soon(q) if cands is None else (None, None)  # the encoders first: the longest part
+        # the encoders first: the longest part
+        dense = self._dense_queries_soon(q) if cands is None else (None, None)
         self.refresh()
         intent = read_intent(q.question, q.as_of_ms, self.clock) if self.s.temporal else Intent()
         if cands is None:

@@ -118,12 +118,14 @@ class Retrievers:
         if self.settings.translations:
             self.glossary().learn_if_due()
         done: dict[str, int] = {}
-        second = (self.settings.second_encoder,) if self.settings.second_encoder else ()
-        for enc in dict.fromkeys((self.settings.encoder, *second, *encoders)):
+        second = self.settings.second_encoder
+        for enc in dict.fromkeys((self.settings.encoder, *((second,) if second else ()), *encoders)):
             if not self.dense_ok(enc):
                 continue
             seg, ev, _ = self._open(enc)
-            for vi in (seg, ev):
+            # a second encoder searches the units only: the events are found by the first
+            only_units = enc == second and enc != self.settings.encoder and enc not in encoders
+            for vi in (seg,) if only_units else (seg, ev):
                 tick = progress(vi.pending(), vi.name) if progress else None
                 done[vi.name] = vi.refresh(tick, stop=stop, batch=batch)
         return done

@@ -114,7 +114,11 @@ def run_loo(items: list[QAItem], pool, names: list[str], clock: HouseClock, *, a
         if name.partition("@")[0] in ("lexical", "egomas-reference") or not known(name):
             continue  # nothing to tune (or a planned gathering, `assistant.bench.PLANNED`, not a hybrid retriever)
         shared = (pools or {}).get(name, {})
+        # a retriever without a second encoder has no second weight to search
+        grid = GRID if getattr(pool.make(name), "second", None) is not None else {
+            k: v for k, v in GRID.items() if k != "second_dense_weight"}
         reports[name] = leave_one_day_out(
-            items, lambda cfg, n=name, c=shared: pool.make(n, cfg, c), configured, clock, asker=asker, budget=budget)
+            items, lambda cfg, n=name, c=shared: pool.make(n, cfg, c), configured, clock, asker=asker, budget=budget,
+            grid=grid)
         texts.append(loo_table(name, reports[name]))
     return reports, "\n\n".join(texts)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from assistant.answer import Answer
 from assistant.context import bearing_lines
 from assistant.frames import frames_json
+from assistant.guard import MODEL, TIMED
 from memory.clock import HouseClock
 from memory.records import Unit
 
@@ -22,6 +23,9 @@ def unit_json(u: Unit, clock: HouseClock, cited: bool | None = None, answer: tup
 def answer_json(a: Answer, clock: HouseClock, as_of_ms: int) -> dict:
     """The answer as it goes out on the wire and in `chorus ask --json`."""
     g = a.gathered
+    # an extractive or not-found answer's words are the evidence's own or a fixed phrase ("I don't
+    # find this ..."): the lines shown then bear out the question
+    bears = (a.answer if a.mode in (MODEL, TIMED) else "", a.question)
     return {
         "status": a.status, "question": a.question, "as_of": clock.iso(as_of_ms), "answer": a.answer,
         "choice": a.choice, "cited": a.cited, "error": a.error or None,
@@ -30,8 +34,8 @@ def answer_json(a: Answer, clock: HouseClock, as_of_ms: int) -> dict:
         # question told the time of its best excerpt
         "mode": a.mode, "guard": a.guard, "model_reply": a.reply,
         # what the model cited first, then the rest of what it was shown, so nothing is hidden
-        "evidence": [unit_json(u, clock, a.cited, (a.answer, a.question)) for u in a.evidence]
-        + [unit_json(u, clock, False, (a.answer, a.question)) for u in g.units if u not in a.evidence],
+        "evidence": [unit_json(u, clock, a.cited, bears) for u in a.evidence]
+        + [unit_json(u, clock, False, bears) for u in g.units if u not in a.evidence],
         "plan": {"planner": g.planner, "requests": [{"agent": r.agent, "query": r.query} for r in g.requests]},
         "events": [{"who": list(e.who), "what": e.what, "where": e.where, "how": e.how,
                     "start": clock.iso(e.start_ms), "end": clock.iso(e.end_ms)} for e in g.events],

@@ -21,7 +21,9 @@ class Indexer:
         self.serving, self.mine, self.every_s, self.stop, self.report = serving, mine, every_s, stop, report
 
     async def run(self) -> None:
-        if not await asyncio.to_thread(self.serving.dense_ok):
+        second = self.serving.settings.second_encoder
+        if not await asyncio.to_thread(self.serving.dense_ok) and not (
+                second and await asyncio.to_thread(self.serving.dense_ok, second)):
             return
         while True:
             try:

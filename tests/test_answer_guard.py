@@ -329,3 +329,8 @@ def test_evidence_is_shown_by_the_lines_that_bear_out_the_answer(clock):
     assert data["evidence"][0]["lines"] == ["Shure is using the screwdriver now"] and data["evidence"][0]["cited"]
     assert evidence_line(data["evidence"][0]) == "Shure is using the screwdriver now"
     assert evidence_line({"text": "first\nsecond"}) == "first"  # an older daemon's answer has no lines
+    # a non-answer's fixed words ("I don't find this in the memory") do not pick the lines: the question does
+    phone = unit("A1_JAKE", T, "I can't find my phone in the memory\nWe fix the screwdriver")
+    lost = Answer("Who fixed the screwdriver?", f"{NOT_FOUND} The closest: ...", None, [phone], False,
+                  Gathered([], [phone]), 100, {}, Usage(), mode="not_found")
+    assert answer_json(lost, clock, T + 3_600_000)["evidence"][0]["lines"] == ["We fix the screwdriver"]

@@ -128,3 +128,9 @@ def test_a_second_encoder_gives_the_chinese_only_memories_a_dense_search(store, 
     assert with_second[0].agent == "A2_ALICE" and with_second[0].text == "我在厨房切西瓜"
     assert "A2_ALICE" not in {u.agent for u in without}  # MiniLM alone: Alice's caption has no English to embed
     assert pool.make("no-second").second is None and pool.make("lexical-only").second is None
+
+
+def test_a_second_encoder_must_be_another():
+    with pytest.raises(ValueError, match="is the encoder itself"):
+        SearchSettings(encoder="minilm", second_encoder="minilm")
+    assert SearchSettings(encoder="use-multilingual", second_encoder="minilm").second_encoder == "minilm"

@@ -208,6 +208,10 @@ async def test_a_browser_asks_sees_the_evidence_and_finds_the_moment(served, tmp
         assert answer[:3] in ("A. ", "B. ", "C. ", "D. "), answer
         cited = await b.eval("[...document.querySelectorAll('#evidence li')].map(li => li.innerText)")
         assert cited and any(a in cited[0] for a in ("A1_JAKE", "A2_ALICE", "A4_LUCIA")) and "DAY1 1" in cited[0]
+        # each item leads with the lines that bear out the answer, above its whole text
+        bears = await b.eval("[...document.querySelectorAll('#evidence li')].map(li => "
+                             "li.querySelector('.bears')?.textContent || '')")
+        assert bears and all(bears), bears
         await b.wait_for("[...document.querySelectorAll('#evidence img.thumb, #frames img')]"
                          ".some(i => i.complete && i.naturalWidth > 0)", 20, "a frame thumbnail")
         shots.append(await b.screenshot(tmp_path / "ask.png"))

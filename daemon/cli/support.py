@@ -77,7 +77,9 @@ def question_retrievers(store, clock, settings):
 
     r = retrievers_for(store, clock, settings, embed=False)
     if r.dense_ok():
-        waiting = sum(vi.pending() for vi in (r.vectors()[0], r.event_vectors()))
+        second = settings.retrieval.second_encoder
+        waiting = sum(vi.pending() for vi in (r.vectors()[0], r.event_vectors())) + (
+            r.vectors(second)[0].pending() if second and r.dense_ok(second) else 0)
         if waiting > INLINE_EMBED:
             print(f"note: {waiting:,} units have no vectors yet; they are searched by their words until "
                   "`chorus index` (or the running daemon) embeds them", file=sys.stderr)
@@ -93,6 +95,8 @@ def _embedded(store, clock, settings, reset: bool, encoders: tuple[str, ...]):
     if reset and settings.retrieval.dense:
         r.vectors()[0].reset()
         r.event_vectors().reset()
+        if settings.retrieval.second_encoder and r.dense_ok(settings.retrieval.second_encoder):
+            r.vectors(settings.retrieval.second_encoder)[0].reset()
 
     def bar(total: int, name: str):
         t = tqdm(total=total, desc=f"embedding {name}", unit="unit", file=sys.stderr, disable=None if total else True)

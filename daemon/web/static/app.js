@@ -103,6 +103,7 @@ function evidenceItem(u, frames, pending) {
   return el("li", { class: pending ? "pending" : "" }, thumb,
     el("div", {}, agentChip(u.agent), el("span", { class: "when", text: when }),
        u.cited ? el("span", { class: "cited", text: "cited" }) : null, " ", link,
+       u.lines && u.lines.length ? el("div", { class: "bears", text: u.lines.join(" / "), title: "the lines that bear out the answer" }) : null,
        el("div", { class: "text", text: u.text })));
 }
 
