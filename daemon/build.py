@@ -242,11 +242,10 @@ async def daemon(settings: Settings, db: Path | None = None):
 
 
 def _indexer(settings: Settings, db, clock: HouseClock, serving, *, stop, report):
-    """The background indexer: a connection of its own, the serving retrievers' encoder lent to it."""
+    """The background indexer: a connection of its own, the serving retrievers' encoders lent to it."""
     from daemon.indexer import Indexer
 
-    mine = retrievers(open_store(settings, db), clock, settings, embedder_factory=lambda: serving.vectors()[1],
-                      lend=lambda name: serving.vectors(name)[1])
+    mine = retrievers(open_store(settings, db), clock, settings, lend=lambda name: serving.vectors(name)[1])
     return Indexer(serving, mine, every_s=settings.daemon.index_every_s, stop=stop, report=report)
 
 
