@@ -11,11 +11,13 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from assistant.chains import chain_order
 from assistant.config import AnswerSettings
 from assistant.hybrid import HybridRetriever
 from assistant.lexical import LexicalRetriever
 from assistant.planner import Request
 from assistant.query import Query
+from assistant.temporal import read_intent
 from memory.events import Event, EventStore
 from memory.lexical import EVENTS, SEGMENTS, LexicalIndex
 from memory.records import Unit
@@ -56,6 +58,16 @@ class MemorySearch:
         busiest = self.store.busiest_agents(q.as_of_ms, limit)
         named = [a for a in (q.asker, *(q.agents or ())) if a and a in set(self.store.agents().values())]
         return sorted(set(busiest) | set(named))
+
+    def object_of(self, q: Query) -> tuple[str | None, set[str]]:
+        """The order a question asks of its key object's encounters ("first", "last time") and
+        the object's tokens in every language; (None, empty) without the entity memory."""
+        h = self.hybrid
+        if h is None or not h.s.entity_memory:
+            return None, set()
+        groups = h.entity_groups(q)
+        order = chain_order(q.question, read_intent(q.question, q.as_of_ms, h.clock))
+        return order, set(groups[0]) if groups else set()
 
     def shared(self, q: Query) -> list[Event]:
         """The top-n events of windows that ended by `as_of`, best first."""

@@ -280,7 +280,7 @@ class Answerer:
         (`assistant.vote`); when it votes, `picks` gains the evidence's pick alone and the joint one."""
         s = self.settings
         weights = {"mentions": s.vote_mentions, "lexical": s.vote_lexical, "timing": s.vote_timing,
-                   "wearer": s.vote_wearer}
+                   "wearer": s.vote_wearer, "encounter": s.vote_encounter}
         if not any(weights.values()):  # the model alone (the evidence's pick would be "A" for want of weights)
             return picks.get(s.choose, picks["letter"])
         picks["evidence"] = choices[int(np.argmax(vote.combined(None, readings, weights)))]
@@ -296,15 +296,17 @@ class Answerer:
         return {"mentions": vote.mentions(units, q.question, named, translations=lex.translations_of),
                 "wearer": vote.wearer(units, named),
                 "lexical": vote.lexical(self.search.segments, base, named, q.as_of_ms, lex.translated),
-                "timing": vote.timing(units, options, q.as_of_ms, self.clock)}
+                "timing": vote.timing(units, options, q.as_of_ms, self.clock),
+                "encounter": vote.encounter(units, named, *self.search.object_of(q), self.names())}
 
     def names(self) -> set[str]:
         return {t for a in self.search.agents() for t in query_tokens(person_name(a))}
 
     def fit(self, units: list[Unit], q: Query, budget: int, count) -> tuple[list[Unit], str]:
         s = self.settings
+        also = self.search.lexical.same_words(" ".join((q.question, *q.options)))
         return fit_units(units, q, budget, count, self.clock.label, s.filler_lines, s.speech_once, s.rank_decay,
-                         s.name_wearer)
+                         s.name_wearer, also)
 
 
 def can_score(llm) -> bool:

@@ -78,12 +78,16 @@ def run(
         for name, r in retrievers.items():
             got = r.retrieve(q)
             row = {k: hit(got.units, item.targets, w) for k, w in WINDOWS.items()}
-            shown = shown_lines(got.units, q, context_tokens, estimate_tokens, clock.label, filler, once, decay) if got.units else []
+            lex = getattr(r, "lexical", None)
+            also = lex.same_words(" ".join((q.question, *q.options))) if hasattr(lex, "same_words") else frozenset()
+            shown = shown_lines(got.units, q, context_tokens, estimate_tokens, clock.label, filler, once, decay,
+                                also) if got.units else []
             if store is not None:
                 row |= shown_hits(store, got.units, [lines for _, lines in shown], item.targets)
             row.update(
                 type=item.type, id=item.id, day=day_of(item, clock), units=len(got.units),
-                tokens=estimate_tokens(fit_units(got.units, q, context_tokens, estimate_tokens, clock.label, filler, once, decay)[1]),
+                tokens=estimate_tokens(fit_units(got.units, q, context_tokens, estimate_tokens, clock.label, filler, once,
+                                                 decay, also=also)[1]),
                 latency_ms=got.timings_ms["retrieval"],
             )
             rows[name].append(row)

@@ -36,7 +36,7 @@ def chain_order(question: str, intent: Intent) -> str | None:
     return "latest" if _WHERE.search(question) else None
 
 
-def chain_scores(index: LexicalIndex, entities: Sequence[str], q: Query, order: str | None, agents,
+def chain_scores(index: LexicalIndex, entities: Sequence[str | Sequence[str]], q: Query, order: str | None, agents,
                  day_of) -> dict[int, float]:
     """id -> the rank score of its occasion on the entity chain (empty with no order or entity)."""
     if not order or not entities:

@@ -80,6 +80,9 @@ class AnswerSettings(BaseModel):
     vote_timing: float = Field(
         0.25, ge=0, description="Multiple choice whose options are times ('About four hours ago', 'Last night'): "
         "weight of how near the excerpts shown lie to each option's time (standardised across the options).")
+    vote_encounter: float = Field(
+        0.0, ge=0, description="Multiple choice asking an order ('who used the screwdriver first'): weight of how "
+        "early (or late) each option's people are seen with the question's object in the excerpts shown.")
     open_who: Literal["generate", "likelihood", "pmi", "total"] = Field(
         "total", description="An open 'who' question: generate the answer, or score the people who may answer "
         "it (the wearers, the speakers shown) by their names' 'total' log-probability after the evidence (a name's "
@@ -152,6 +155,9 @@ class SearchSettings(BaseModel):
     translations: bool = Field(
         False, description="Add to BM25 the Chinese tokens the question's English words are translated with, learnt "
         "from the memory's own translated lines (`memory.glossary`): an English question finds untranslated lines.")
+    chain_translations: bool = Field(
+        True, description="The entity chain follows a key object in every language: its word or the translations the "
+        "memory's glossary is sure of (screwdriver or 丝刀), so it reaches lines never translated.")
     translation_weight: float = Field(0.25, ge=0, description="Weight of a translation against its English word's "
                                       "(times how surely the glossary pairs them).")
     option_weight: float = Field(1.0, ge=0, description="Weight of an option's words against the question's.")
@@ -163,6 +169,8 @@ class SearchSettings(BaseModel):
     entity_weight: float = Field(0.1, ge=0, description="Bonus of a unit matching every key entity strictly.")
     entity_search_weight: float = Field(0.5, ge=0, description="Score of entity-only hits relative to BM25.")
     chain_weight: float = Field(0.2, ge=0, description="Bonus of a unit on the first occasion of the entity chain.")
+    chain_slots: int = Field(2, ge=0, le=5, description="Units of the entity chain's first occasion handed over "
+                             "whatever their score, in the order a \"first\" or \"last time\" question asks.")
     people_weight: float = Field(0.1, ge=0, description="Bonus of a unit where every person the question names is present.")
     hierarchy_weight: float = Field(0.1, ge=0, description="Bonus of a unit inside the best matching event's window.")
     max_entities: int = Field(2, ge=1, le=6, description="Key entities taken from a question.")

@@ -138,11 +138,12 @@ def fit_events(events: list, budget: int, cost: Callable[[object], int]) -> list
 
 def fit_units(units: list[Unit], q: Query, budget: int, count: Callable[[str], int],
               label: Callable[[int], str], filler: int | None = None, once: bool = False,
-              decay: float = 0.5, first_person: bool = True) -> tuple[list[Unit], str]:
+              decay: float = 0.5, first_person: bool = True, also: set[str] | frozenset = frozenset(),
+              ) -> tuple[list[Unit], str]:
     """Units numbered for citation, each cut to its share of the token budget (`shown_lines`)."""
     if not units:
         return [], "(none found)"
-    shown = shown_lines(units, q, budget, count, label, filler, once, decay)
+    shown = shown_lines(units, q, budget, count, label, filler, once, decay, also)
     blocks = [head + "\n" + "\n".join(named(x, person_name(u.agent)) if first_person else x for x in lines)
               for u, (head, lines) in zip(units, shown, strict=True)]
     return list(units), "\n\n".join(blocks)
@@ -150,7 +151,8 @@ def fit_units(units: list[Unit], q: Query, budget: int, count: Callable[[str], i
 
 def shown_lines(units: list[Unit], q: Query, budget: int, count: Callable[[str], int],
                 label: Callable[[int], str], filler: int | None = None,
-                once: bool = False, decay: float = 0.5) -> list[tuple[str, list[str]]]:
+                once: bool = False, decay: float = 0.5,
+                also: set[str] | frozenset = frozenset()) -> list[tuple[str, list[str]]]:
     """(heading, the lines shown) of each unit, in its share of the token budget.
 
     Within a unit the lines that share words with the question (and its sub-queries) are kept
@@ -158,9 +160,11 @@ def shown_lines(units: list[Unit], q: Query, budget: int, count: Callable[[str],
     kept besides (those next to a kept line first, at least one a unit): the rest costs tokens
     and tells the model nothing the question asks about. The excerpt ranked n-th gets a share
     proportional to 1/n^`decay` of what is left (0: equal shares), so tokens an excerpt leaves
-    unused go to those after it.
+    unused go to those after it. `also`: more words that count as the question's (the
+    translations the memory's glossary is sure of: 丝刀 for "screwdriver" keeps Alice's
+    用螺丝刀戳破了, a line never translated).
     """
-    wanted = set(query_tokens(" ".join((q.question, *q.options))))
+    wanted = set(query_tokens(" ".join((q.question, *q.options)))) | set(also)
     for u in units:
         wanted |= set(query_tokens(u.extra.get("query", "")))
     weights = [1 / (n ** decay) for n in range(1, len(units) + 1)]

@@ -74,7 +74,7 @@ class HybridRetriever:
         """Before a question: the lexical index, and the vectors when only a few units are new (a
         larger backlog is embedded by `Retrievers.prepare` or the daemon's background indexer)."""
         self.index.refresh()
-        if self.s.translations and self.lexical.glossary is not None:
+        if self.lexical.glossary is not None:
             self.lexical.glossary.refresh()
         if self.s.entity_memory and self.entities is not None:
             self.entities.refresh()
@@ -131,7 +131,7 @@ class HybridRetriever:
         if self.s.entity_memory and self.entities is not None:
             order = chain_order(q.question, intent)
             day = lambda ms: self.clock.day_of(ms)[0]  # noqa: E731
-            for i, sc in chain_scores(self.index, self.key_entities(q), q, order, agents, day).items():
+            for i, sc in chain_scores(self.index, self.entity_groups(q), q, order, agents, day).items():
                 cands.setdefault(i, Cand(None)).chain = sc  # type: ignore[arg-type]
         if self.s.hierarchy and self.event_index is not None:
             weights = self.lexical.weights(replace(q, options=()))
@@ -200,6 +200,14 @@ class HybridRetriever:
                 and t not in CUE_TOKENS]
         ranked = sorted(toks, key=lambda t: -self.index.idf(t))
         return [t for t in ranked if self.index.idf(t) > 0][: self.s.max_entities]
+
+    def entity_groups(self, q: Query) -> list[tuple[str, ...]]:
+        """Each key entity with the translations the memory's glossary is sure of: "screwdriv" or
+        丝刀, so an object's chain holds its encounters in every language (Alice's 用螺丝刀戳破了
+        was never translated)."""
+        if not self.s.chain_translations:
+            return [(e,) for e in self.key_entities(q)]
+        return [(e, *sorted(self.lexical.same_words(e))) for e in self.key_entities(q)]
 
     def _entity_search(self, q: Query, intent: Intent, agents) -> list[tuple[int, float]]:
         ents = self.key_entities(q)
@@ -284,6 +292,18 @@ class HybridRetriever:
                 out.append(replace(both, id=u.id, score=u.score, extra={**u.extra, "core": u.text}))
         return out
 
+    def _first_encounters(self, ranked: list[Cand], intent: Intent, q: Query) -> list[Cand]:
+        """`chain_slots` units of the entity chain's first occasion, in the order the question
+        asks (the earliest encounters for "first", the latest for "last time"): the object's own
+        encounter is the answer's evidence even where nothing else in it matches the question
+        (Alice's 用螺丝刀戳破了 has no English line)."""
+        order = chain_order(q.question, intent) if self.s.entity_memory and self.s.chain_slots else None
+        if order not in ("earliest", "latest"):
+            return []
+        first = sorted((c for c in ranked if c.chain >= 1.0), key=lambda c: c.unit.start_ms,
+                       reverse=order == "latest")
+        return first[: int(self.s.chain_slots)]
+
     def _select(self, ranked: list[Cand], intent: Intent, q: Query) -> list[Cand]:
         """Best first, one unit per 30-second slot; with an order intent, part of the budget goes to
         the strong candidates taken in that order (latest, earliest, one per day)."""
@@ -294,6 +314,8 @@ class HybridRetriever:
                 slots.add(c.unit.start_ms)
                 out.append(c)
 
+        for c in self._first_encounters(ranked, intent, q):
+            take(c)
         if self.s.temporal and intent.order and ranked:
             floor = ranked[0].score * self.s.curation_floor
             strong = [c for c in ranked if c.score >= floor]

@@ -11,7 +11,7 @@ import time
 from dataclasses import replace
 
 from assistant.query import Query, Retrieved, person_name, speaks_of_self
-from memory.glossary import Glossary
+from memory.glossary import SURE, Glossary
 from memory.lexical import LexicalIndex
 from memory.store import Store
 from memory.tokenize import query_tokens
@@ -45,6 +45,13 @@ class LexicalRetriever:
         if self.glossary is None or self.cross_lingual <= 0:
             return set()
         return self.glossary.translations(token)
+
+    def same_words(self, text: str) -> set[str]:
+        """The translations the glossary is sure of (`memory.glossary.SURE`) of the text's words,
+        whether or not the search adds translations (none without a glossary)."""
+        if self.glossary is None:
+            return set()
+        return {z for t in query_tokens(text) for z in self.glossary.translations(t, SURE)}
 
     def weights(self, q: Query, translate: bool = True) -> dict[str, float]:
         w: dict[str, float] = {}

@@ -26,7 +26,7 @@ logger = logging.getLogger(__name__)
 # part name -> its switch in `SearchSettings`
 PARTS = {"dense": "dense", "temporal": "temporal", "scales": "scales", "context": "context",
          "entities": "entities", "options": "options_apart", "entity-memory": "entity_memory",
-         "hierarchy": "hierarchy"}
+         "hierarchy": "hierarchy", "chain-translations": "chain_translations"}
 NAMES = ("default", *(f"no-{p}" for p in PARTS), "no-second", "lexical-only", "lexical", "egomas-reference")
 # encoder -> the key of its vector tables ('' = the tables MiniLM has always used)
 ENCODERS = {"use-multilingual": "use", "minilm": ""}
@@ -51,7 +51,7 @@ class Retrievers:
         self.index = LexicalIndex(store)
         self.event_index = LexicalIndex(store, EVENTS)
         self.entities = EntityMemory(store)
-        self._glossary: Glossary | None = None  # read or learnt only with `translations` on
+        self._glossary: Glossary | None = None  # read or learnt only with `translations` or `chain_translations` on
         self._embedder_factory = embedder_factory
         self._lend = lend
         self._dense: dict[str, tuple[VectorIndex, VectorIndex, object]] = {}
@@ -115,7 +115,7 @@ class Retrievers:
         if lexical:
             self.index.refresh()
         self.entities.refresh()  # the daemon's background indexer keeps it up to date for questions
-        if self.settings.translations:
+        if self.settings.translations or self.settings.chain_translations:
             self.glossary().learn_if_due()
         done: dict[str, int] = {}
         second = self.settings.second_encoder
@@ -161,7 +161,7 @@ class Retrievers:
         return HybridRetriever(self.store, self.clock, s, index=self.index, vectors=seg, embedder=e,
                                event_vectors=ev, name=name, pool_cache=pool_cache, entities=self.entities,
                                event_index=self.event_index,
-                               glossary=self.glossary() if s.translations else None, second=second)
+                               glossary=self.glossary() if s.translations or s.chain_translations else None, second=second)
 
 
 def make_encoder(s: SearchSettings, encoder: str):

@@ -24,7 +24,8 @@ PARTS = {"morning": (5, 12), "noon": (11, 14), "afternoon": (12, 18), "evening":
 
 _LATEST = re.compile(r"\b(last time|the last|most recent(ly)?|latest|previous(ly)?|again|before that|"
                      r"last (one|person|thing))\b", re.I)
-_EARLIEST = re.compile(r"\b(first|initially|originally|at the beginning|at first|in the beginning|earliest|"
+# "the first floor", "on the first day": a place and a day, not an order
+_EARLIEST = re.compile(r"\b(first(?!\s+(?:floor|day)\b)|initially|originally|at the beginning|at first|in the beginning|earliest|"
                        r"started?|beginning)\b", re.I)
 _HABIT = re.compile(r"\b(usually|always|often|normally|typically|most( often)?|every ?(time|day)|habit(ually)?|"
                     r"tend to|frequently|the most|mostly)\b", re.I)

@@ -30,6 +30,7 @@ GRID: dict[str, tuple[float, ...]] = {
     "entity_weight": (0.0, 0.05, 0.1, 0.2),
     "curation_share": (0.0, 0.1, 0.2, 0.3),
     "chain_weight": (0.0, 0.1, 0.2, 0.4, 0.8),
+    "chain_slots": (0, 1, 2, 3),
     "people_weight": (0.0, 0.05, 0.1, 0.2, 0.4),
     "hierarchy_weight": (0.0, 0.05, 0.1, 0.2),
 }

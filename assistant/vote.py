@@ -2,7 +2,7 @@
 the model's own scores.
 
 A 0.5B answerer reading 1,000 tokens of excerpts often misses what the excerpts plainly say; the
-retrieval already knows which options the evidence mentions. Three readings, none needs a model:
+retrieval already knows which options the evidence mentions. The readings need no model:
 
 - `mentions`: how much of each option's own words (not the question's) the excerpts shown hold,
   the first excerpts counting most (rank^-0.5), so "Alice" wins when Alice's view and the lines
@@ -15,6 +15,11 @@ retrieval already knows which options the evidence mentions. Three readings, non
 - `wearer`: how much of the excerpts shown (the first counting most) is the view of a person the
   option names: for "who" questions, the retriever's best moments seen through Alice's own glasses
   speak for Alice even when their lines are in a language the question's words do not match;
+- `encounter`: for a question that asks an order ("who used the screwdriver first", "who last
+  had the scissors"), how early (or late) each person an option names is seen with the question's
+  key object in the excerpts shown: the wearer in their own lines (Alice's 用螺丝刀戳破了), a
+  speaker in their speech, a person named in a line; the first (or last) person ranked 1, the
+  next 1/2, and so on (the object read with its translations the glossary is sure of);
 - `timing`: for options that are times ("About four hours ago", "Yesterday at noon", "Last
   night"), how close the excerpts shown lie to each option's time, read relative to the question's
   time like a question's own time words (`assistant.temporal`).
@@ -43,6 +48,7 @@ from memory.tokenize import query_tokens, tokenize
 
 _ME = re.compile(r"\b(?:me|myself)\b|^\s*i\s*$", re.I)
 _PART = re.compile(r"\b(morning|noon|afternoon|evening|night)\b", re.I)
+_LABEL = re.compile(r"^\s*([A-Z][A-Za-z]{1,20}(?: [A-Z][A-Za-z]{1,20})?)\s*[:：]")
 
 
 def as_asker(option: str, asker: str | None) -> str:
@@ -141,3 +147,40 @@ def timing(units: Sequence[Unit], options: Sequence[str], as_of: int, clock: Hou
     if sum(i is not None for i in intents) < 3:
         return np.zeros(len(options))
     return np.array([sum(i.relevance(u.start_ms) for u in units) if i else 0.0 for i in intents])
+
+
+def encounter(units: Sequence[Unit], options: Sequence[str], order: str | None, key: set[str],
+              names: set[str]) -> np.ndarray:
+    """Per option: 1/rank of when the people it names are first (`order` "earliest") or last
+    ("latest") seen with the object (`key`: its tokens in any language) in the excerpts; zero for
+    an option whose people are not seen with it, all zero without an order or object. `names`:
+    the tokens of the people's names a caption may hold."""
+    out = np.zeros(len(options))
+    if order not in ("earliest", "latest") or not key:
+        return out
+    seen: dict[str, list[int]] = {}
+    for u in units:
+        wearer = set(query_tokens(person_name(u.agent)))
+        for k, line in enumerate(x for x in u.text.split("\n") if x.strip()):
+            words = set(tokenize(line))
+            if key & words:
+                for p in _actors(line, words & names, wearer):
+                    seen.setdefault(p, []).append(u.start_ms * 1000 + k)  # the line's order inside its unit
+    pick = min if order == "earliest" else max
+    when_of = {}
+    for i, o in enumerate(options):
+        times = [pick(seen[p]) for p in query_tokens(o) if p in seen]
+        if times:
+            when_of[i] = pick(times)
+    for rank, i in enumerate(sorted(when_of, key=lambda i: when_of[i], reverse=order == "latest")):
+        out[i] = 1.0 / (1 + rank)
+    return out
+
+
+def _actors(line: str, named: set[str], wearer: set[str]) -> set[str]:
+    """The people a line shows with its object: a speech line's speaker; a caption's people named,
+    else its wearer (a caption without a name is the wearer's own doing, 我 or not)."""
+    m = _LABEL.match(line)
+    if m:
+        return set(query_tokens(m.group(1)))
+    return named or wearer

@@ -186,24 +186,29 @@ class EntityMemory:
         return [r[0] for r in rows]
 
 
-def object_encounters(index: LexicalIndex, tokens: Iterable[str], *, as_of: int | None = None,
+def object_encounters(index: LexicalIndex, tokens: Iterable[str | Sequence[str]], *, as_of: int | None = None,
                       agents: Iterable[int] | None = None, every: bool = True) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(ids, start times, agent ids) of the rows holding every token (or, with `every=False`,
     any of them), recorded by `as_of`, in time order: the encounters of an entity, read from the
-    index's own postings."""
-    tokens = [t for t in dict.fromkeys(tokens) if t]
+    index's own postings. A token may be a group of alternatives (a word and its translations:
+    "screwdriv" or 丝刀), held when any of them is."""
+    groups = [g for g in dict.fromkeys((t,) if isinstance(t, str) else tuple(dict.fromkeys(t)) for t in tokens)
+              if g and all(g)]
     agent_arr = np.array(sorted(set(agents)), dtype=np.int32) if agents is not None else None
     parts = []
     for key in sorted(index.shards):
         shard = index.shards[key]
-        if not tokens or (as_of is not None and key * DAY_MS > as_of):
+        if not groups or (as_of is not None and key * DAY_MS > as_of):
             continue
         count = np.zeros(shard.n, dtype=np.int16)
-        for t in tokens:
-            col = shard.column(t)
-            if col is not None:
-                count[col[0]] += 1
-        mask = count >= (len(tokens) if every else 1)
+        for g in groups:
+            held = np.zeros(shard.n, dtype=bool)
+            for t in g:
+                col = shard.column(t)
+                if col is not None:
+                    held[col[0]] = True
+            count += held
+        mask = count >= (len(groups) if every else 1)
         if as_of is not None:
             mask &= shard.asof <= as_of
         if agent_arr is not None:

@@ -28,7 +28,7 @@ from assistant.vote import combined  # noqa: E402
 from models.scoring import log_softmax  # noqa: E402
 
 GRID = {"mentions": (0, 0.1, 0.2, 0.3, 0.5, 0.75, 1, 1.5, 2), "lexical": (0, 0.1, 0.2, 0.3, 0.5, 0.75, 1, 1.5, 2),
-        "timing": (0, 0.25, 0.5, 1, 2, 5), "wearer": (0, 0.1, 0.25, 0.5, 1, 2)}
+        "timing": (0, 0.25, 0.5, 1, 2, 5), "wearer": (0, 0.1, 0.25, 0.5, 1, 2), "encounter": (0, 0.25, 0.5, 1, 2)}
 
 
 def rows_of(report: dict) -> list[tuple]:

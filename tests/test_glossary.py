@@ -162,3 +162,73 @@ def test_the_switch_reaches_the_default_retriever(store, clock):
         hybrid.refresh()
         got = hybrid.retrieve(q).units
         assert any(u.agent == "A2_ALICE" for u in got) == on, on
+
+
+def _screwdriver_morning(store: Store, clock) -> None:
+    """Alice opens bags with the screwdriver (her own caption, never translated) before Shure uses
+    it (an English line); the translated pairs that teach the glossary come in the afternoon."""
+    _paired(store, clock, "DAY1 14:00:00")
+    t = clock.parse("DAY1 15:00:00")
+    for k, (zh, en) in enumerate([("用剪刀剪开", "Use the scissors to cut it."), ("我用一下", "Let me use it."),
+                                  ("用这个吧", "Use this one.")] * 2):
+        at = t + 60_000 * k
+        store.add([Observation("A1_JAKE", "transcript", at, at + 3000, f"Jake: {zh}", speaker="Jake", lang="zh"),
+                   Observation("A1_JAKE", "transcript", at, at + 3000, f"Jake: {en}", speaker="Jake", lang="en")])
+    at = clock.parse("DAY1 11:05:00")
+    store.add([Observation("A2_ALICE", "caption", at, at + 3000, "遇上了不好开的我就用螺丝刀戳破了", lang="zh"),
+               Observation("A6_SHURE", "transcript", at + 900_000, at + 903_000,
+                           "Shure: I am using the screwdriver now", speaker="Shure", lang="en"),
+               Observation("A4_LUCIA", "caption", at + 600_000, at + 603_000, "我在厨房洗碗", lang="zh")])
+
+
+def test_object_encounters_hold_a_word_or_its_translations(store, clock):
+    from memory.entities import object_encounters
+    from memory.lexical import LexicalIndex
+
+    _screwdriver_morning(store, clock)
+    ix = LexicalIndex(store)
+    ix.refresh()
+    english = object_encounters(ix, ["screwdriv"])[0]
+    either = object_encounters(ix, [("screwdriv", "丝刀")])[0]
+    agents = {u.agent for u in store.units([int(i) for i in either]).values()}
+    assert len(either) > len(english) and {"A2_ALICE", "A6_SHURE"} <= agents and "A4_LUCIA" not in agents
+    assert not len(object_encounters(ix, [("screwdriv", "丝刀"), ("pizza",)], as_of=clock.parse("DAY1 12:00:00"))[0])
+
+
+def test_the_chain_follows_an_object_in_every_language_to_its_first_encounter(store, clock):
+    """"Who used the screwdriver first?": Alice's Chinese caption is the first encounter; the chain
+    reaches it through the glossary (`chain_translations`), and its line is among those shown."""
+    from assistant.config import SearchSettings
+    from assistant.context import fit_units
+    from assistant.hybrid import HybridRetriever
+    from memory.entities import EntityMemory
+    from memory.tokenize import estimate_tokens
+
+    _screwdriver_morning(store, clock)
+    for k, who in enumerate(("Katrina", "Tasha", "Jake")):  # later English lines that match the question better
+        at = clock.parse("DAY1 11:30:00") + 600_000 * k
+        store.add([Observation(f"A{k + 3}_{who.upper()}", "transcript", at, at + 3000,
+                               f"{who}: who used the screwdriver? I need to use the screwdriver", speaker=who,
+                               lang="en")])
+    g = Glossary(store)
+    g.refresh()
+    s = SearchSettings(dense=False, scales=False, context=False, hierarchy=False)
+    q = Query("Who used the screwdriver first?", as_of_ms=clock.parse("DAY1 12:00:00"),
+              options=("Tasha", "Alice", "Shure", "Lucia"), budget=2)
+
+    def units(settings):
+        return HybridRetriever(store, clock, settings, entities=EntityMemory(store), glossary=g).retrieve(q).units
+
+    on, off = units(s), units(s.model_copy(update={"chain_translations": False}))
+    assert any(u.agent == "A2_ALICE" for u in on)
+    assert not any(u.agent == "A2_ALICE" for u in off)
+    assert not any(u.agent == "A2_ALICE" for u in units(s.model_copy(update={"chain_slots": 0})))
+    lex = LexicalRetriever(store, glossary=g)
+    assert "丝刀" in lex.same_words(q.question) and "丝刀" not in LexicalRetriever(store).same_words(q.question)
+    alice = [u for u in on if u.agent == "A2_ALICE"]
+    filler = alice[0].__class__(alice[0].id, "A2_ALICE", alice[0].start_ms, alice[0].end_ms,
+                                "先撕开外机的塑料袋\n" + alice[0].text)  # a first line that says nothing of it
+    _, plain = fit_units([filler], q, 200, estimate_tokens, clock.label, filler=0)
+    _, crossed = fit_units([filler], q, 200, estimate_tokens, clock.label, filler=0,
+                           also=lex.same_words(q.question))
+    assert "螺丝刀" not in plain and "Alice就用螺丝刀戳破了" in crossed

@@ -17,6 +17,8 @@ def now(clock):
     ("What was I holding two hours ago?", (3, 12.5), (3, 13.5), None),
     ("When was the last time we talked about coffee?", None, None, "latest"),
     ("Who used the screwdriver first?", None, None, "earliest"),
+    ("Who was the last person to use the small white microwave on the first floor?", None, None, "latest"),
+    ("On the first day, who did Tasha ask to bring her a cup?", None, None, None),
     ("What do I usually show everyone on my phone?", None, None, "spread"),
     ("What app did I order the takeout with?", None, None, None),
 ])

@@ -122,3 +122,22 @@ def test_the_wearer_reading_counts_the_views_of_the_people_an_option_names():
     assert w[0] == 0 and w[1] == pytest.approx(1 + 3 ** -0.5) and w[2] == pytest.approx(2 ** -0.5)
     assert w[3] == pytest.approx(w[1] + w[2])  # an option naming two people has both views
     assert list(wearer(units, ["Jake"])) == [0]  # lines that only name Shure are not Shure's view
+
+
+def test_the_encounter_reading_ranks_people_by_when_they_are_seen_with_the_object():
+    from assistant.vote import encounter
+    from memory.tokenize import query_tokens
+
+    key = {"screwdriv", "丝刀"}
+    names = {t for n in ("Alice", "Shure", "Lucia", "Tasha", "Jake", "Katrina") for t in query_tokens(n)}
+    a = Unit(1, "A2_ALICE", 0, 30_000, "先撕开外机的塑料袋\n遇上了不好开的我就用螺丝刀戳破了")
+    s = Unit(2, "A6_SHURE", 60_000, 90_000, "Lucia: 你要把那个也上上\n后我正在使用螺丝刀")
+    k = Unit(3, "A1_JAKE", 120_000, 150_000, "Lucia: This screwdriver has no magnet\nTasha用螺丝刀在扭着螺丝")
+    opts = ["Tasha", "Alice", "Shure", "Lucia"]
+    first = encounter([k, s, a], opts, "earliest", key, names)  # the order shown does not matter
+    assert list(first) == pytest.approx([1 / 4, 1.0, 0.5, 1 / 3])  # Lucia and Tasha: one unit, Lucia's line first
+    last = encounter([a, s, k], opts, "latest", key, names)
+    assert last[0] == 1.0 and last[1] == min(last)
+    assert not encounter([a, s, k], opts, None, key, names).any()  # no order asked
+    assert not encounter([a, s, k], opts, "earliest", set(), names).any()  # no object
+    assert not encounter([a], ["Shure", "Lucia"], "earliest", key, names).any()  # neither seen with it
