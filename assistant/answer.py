@@ -17,7 +17,7 @@ import numpy as np
 from assistant import people, vote, when
 from assistant.agentwise import MemorySearch
 from assistant.config import AnswerSettings, SearchSettings
-from assistant.context import fit_events, fit_units
+from assistant.context import fit_events, fit_units, supporting
 from assistant.frames import FrameFinder
 from assistant.guard import EXTRACTIVE, MODEL, NOT_FOUND_MODE, TIMED, Reply, check_open, extractive, unseen
 from assistant.planner import Request, merge, plan, round_robin
@@ -252,7 +252,7 @@ class Answerer:
         own = {"letter": sc.letters, "likelihood": sc.options, "pmi": sc.pmi, "cyclic": cyclic[0] if cyclic else None}
         c = self.vote(picks, choices, own.get(choose) or sc.letters, readings)
         option = q.options[LETTERS.index(c)]
-        return Reply(f"{c}. {option}", c, supporting(units, option, q.question),
+        return Reply(f"{c}. {option}", c, supporting(units, option, q.question, self.also(q)),
                      scores={"letter": sc.letters, "likelihood": sc.options, "pmi": sc.pmi, "picks": picks,
                              "cyclic": cyclic[0] if cyclic else None,
                              "cyclic_seconds": round(cyclic[1], 3) if cyclic else None, "seconds": round(u.seconds, 3),
@@ -270,7 +270,7 @@ class Answerer:
             return Reply("", status="error", error=str(e))
         usage.add(u)
         named = scores["ranked"][: s.who_companions] if people.asks_companions(q.question) else [name]
-        cites = supporting(units, " ".join(named), q.question)
+        cites = supporting(units, " ".join(named), q.question, self.also(q))
         top = units[cites[0] - 1] if cites else None
         return Reply(people.sentence(named, top if top and people.shows(top, name) else None, q, self.clock.label),
                      None, cites, scores=scores)
@@ -304,9 +304,13 @@ class Answerer:
 
     def fit(self, units: list[Unit], q: Query, budget: int, count) -> tuple[list[Unit], str]:
         s = self.settings
-        also = self.search.lexical.same_words(" ".join((q.question, *q.options)))
         return fit_units(units, q, budget, count, self.clock.label, s.filler_lines, s.speech_once, s.rank_decay,
-                         s.name_wearer, also)
+                         s.name_wearer, self.also(q))
+
+    def also(self, q: Query) -> set[str]:
+        """Words that count as the question's in the lines shown and cited: the translations the
+        memory's glossary is sure of."""
+        return self.search.lexical.same_words(" ".join((q.question, *q.options)))
 
 
 def can_score(llm) -> bool:
@@ -335,16 +339,3 @@ def cyclic_letters(llm: LocalLLM, messages_for: Callable[[tuple[int, ...]], list
         for k, i in enumerate(order):
             total[i] += lp[k] / n
     return [round(float(x), 4) for x in total], seconds
-
-
-def supporting(units: list[Unit], option: str, question: str = "", most: int = 3) -> list[int]:
-    """The numbers (from 1) of the units that bear out the chosen option, best first: those sharing
-    its words first (the wearer's name counts half a word: "Alice" finds Alice's own view, after
-    the lines that name her), then the question's words; none when no unit shares a word with
-    either."""
-    said, asked = set(query_tokens(option)), set(query_tokens(question))
-    ranked = []
-    for i, u in enumerate(units):
-        words, wearer = set(query_tokens(u.text)), set(query_tokens(person_name(u.agent)))
-        ranked.append((len(said & words) + 0.5 * len(said & wearer - words), len(asked & words), -i))
-    return [1 - i for o, a, i in sorted(ranked, reverse=True)[:most] if o or a]

@@ -3,9 +3,12 @@ people present, and the shared-memory events above the units (the hybrid retriev
 and `hierarchy` parts).
 
 - Chain (GEB, EGAgent): the units holding every key object of the question (else its rarest one),
-  grouped into occasions (10-minute windows) and taken in the order the question asks: the latest
-  occasions before the one under way for "last time" and "where is", the earliest for "first", one
-  per day for habits. Each occasion's units score by its rank (1, 1/2, 1/3, ...).
+  an object held by its word or by a translation the memory's glossary is sure of (screwdriver or
+  丝刀: the untranslated captions of five wearers are on the chain too), grouped into occasions
+  (10-minute windows) and taken in the order the question asks: the latest occasions before the
+  one under way for "last time" and "where is", the earliest for "first", one per day for habits.
+  Each occasion's units score by its rank (1, 1/2, 1/3, ...); the retriever also hands over the
+  first occasion's earliest (or latest) units whatever their score (`retrieval.chain_slots`).
 - People: the share of the people a question names who are present in a unit, as wearer, speaker
   or named in its captions (`memory.entities`): Alice's own view counts for "Alice".
 - Hierarchy: the events that match the question lead to the best-matching units inside their
@@ -55,6 +58,20 @@ def chain_scores(index: LexicalIndex, entities: Sequence[str | Sequence[str]], q
         for i in o.ids[:PER_OCCASION]:
             out.setdefault(i, 1.0 / (1 + rank))
     return out
+
+
+def first_encounters(index: LexicalIndex, entity: Sequence[str], q: Query, order: str | None, agents,
+                     n: int) -> list[int]:
+    """The `n` earliest units holding the object (`order` "earliest"), or the `n` latest before
+    the occasion under way ("latest"): the object's own encounters, whatever else the question
+    says ("used" in "who used the screwdriver first" need not be on the line)."""
+    if order not in ("earliest", "latest") or not entity or n <= 0:
+        return []
+    ids, starts, _ = object_encounters(index, [entity], as_of=q.as_of_ms, agents=agents)
+    if order == "earliest":
+        return [int(i) for i in ids[:n]]
+    before = ids[starts < q.as_of_ms - RECENT_GAP_MS]
+    return [int(i) for i in (before if len(before) else ids)[::-1][:n]]
 
 
 def _one_per_day(occ: list[Occasion], day_of) -> list[Occasion]:

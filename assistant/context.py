@@ -200,3 +200,19 @@ def _with_filler(ranked: list[int], overlap: list[int], filler: int) -> list[int
     near = {j for i in hits for j in (i - 1, i + 1)}
     rest = sorted((i for i in ranked if overlap[i] == 0), key=lambda i: (i not in near, i))
     return hits + rest[: max(filler, 0 if hits else 1)]
+
+
+def supporting(units: list[Unit], option: str, question: str = "", also: set[str] | frozenset = frozenset(),
+               most: int = 3) -> list[int]:
+    """The numbers (from 1) of the units that bear out the chosen option, best first: those sharing
+    words with both the option and the question first (the wearer's name counts half a word:
+    "Alice" finds Alice's own view; `also` counts as the question's: its sure translations, so
+    Alice's 用螺丝刀 bears out "Alice used the screwdriver"), then by the words shared; none when no
+    unit shares a word with either."""
+    said, asked = set(query_tokens(option)), set(query_tokens(question)) | set(also)
+    ranked = []
+    for i, u in enumerate(units):
+        words, wearer = set(query_tokens(u.text)), set(query_tokens(person_name(u.agent)))
+        o, a = len(said & words) + 0.5 * len(said & wearer - words), len(asked & words)
+        ranked.append((o > 0 and a > 0, o + a, o, -i))
+    return [1 - i for _, shared, _, i in sorted(ranked, reverse=True)[:most] if shared > 0]

@@ -24,7 +24,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from assistant.chains import chain_order, chain_scores, hierarchy_scores, presence
+from assistant.chains import chain_order, chain_scores, first_encounters, hierarchy_scores, presence
 from assistant.config import SearchSettings
 from assistant.fusion import Columns, entity_levels, fuse, relevance, score_all
 from assistant.lexical import LexicalRetriever
@@ -131,8 +131,12 @@ class HybridRetriever:
         if self.s.entity_memory and self.entities is not None:
             order = chain_order(q.question, intent)
             day = lambda ms: self.clock.day_of(ms)[0]  # noqa: E731
-            for i, sc in chain_scores(self.index, self.entity_groups(q), q, order, agents, day).items():
+            groups = self.entity_groups(q)
+            for i, sc in chain_scores(self.index, groups, q, order, agents, day).items():
                 cands.setdefault(i, Cand(None)).chain = sc  # type: ignore[arg-type]
+            for k, i in enumerate(first_encounters(self.index, groups[0] if groups else (), q, order, agents,
+                                                   int(self.s.chain_slots)), 1):
+                cands.setdefault(i, Cand(None)).first = k  # type: ignore[arg-type]
         if self.s.hierarchy and self.event_index is not None:
             weights = self.lexical.weights(replace(q, options=()))
             for i, sc in hierarchy_scores(self.index, self.event_index, EventStore(self.store), weights, q,
@@ -293,16 +297,11 @@ class HybridRetriever:
         return out
 
     def _first_encounters(self, ranked: list[Cand], intent: Intent, q: Query) -> list[Cand]:
-        """`chain_slots` units of the entity chain's first occasion, in the order the question
-        asks (the earliest encounters for "first", the latest for "last time"): the object's own
-        encounter is the answer's evidence even where nothing else in it matches the question
+        """The key object's first `chain_slots` encounters in the order the question asks (the
+        earliest for "first", the latest for "last time"; `chains.first_encounters`): the object's
+        own encounter is the answer's evidence even where nothing else in it matches the question
         (Alice's 用螺丝刀戳破了 has no English line)."""
-        order = chain_order(q.question, intent) if self.s.entity_memory and self.s.chain_slots else None
-        if order not in ("earliest", "latest"):
-            return []
-        first = sorted((c for c in ranked if c.chain >= 1.0), key=lambda c: c.unit.start_ms,
-                       reverse=order == "latest")
-        return first[: int(self.s.chain_slots)]
+        return sorted((c for c in ranked if 0 < c.first <= int(self.s.chain_slots)), key=lambda c: c.first)
 
     def _select(self, ranked: list[Cand], intent: Intent, q: Query) -> list[Cand]:
         """Best first, one unit per 30-second slot; with an order intent, part of the budget goes to

@@ -22,6 +22,7 @@ class Cand:
     hier: float = 0.0
     people: float = 0.0
     dense2: float = 0.0
+    first: int = 0  # 1, 2, ...: the object's first (or last) encounters in the order asked (0: not one)
 
 
 def new_moments(ranked: list[Cand], room: int, apart_ms: float, taken: list[Cand]) -> list[Cand]:

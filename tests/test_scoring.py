@@ -6,9 +6,10 @@ from typing import Literal
 
 import pytest
 
-from assistant.answer import Answerer, supporting
+from assistant.answer import Answerer
 from assistant.bench import languages, nearest_option
 from assistant.config import AnswerSettings, SearchSettings
+from assistant.context import supporting
 from assistant.query import Query
 from memory.records import Unit
 from memory.store import Store
@@ -140,3 +141,13 @@ def test_an_open_answer_is_scored_by_the_option_nearest_to_it():
     assert letter == "B" and len(cos) == 4 and max(cos) == cos[1] and all(-1 <= c <= 1 for c in cos)
     units = [Unit(1, "A2_ALICE", 0, 1, "我依旧在拧螺丝", ()), Unit(2, "A1_JAKE", 0, 1, "I pick it up\n我拿起来", ())]
     assert languages(units) == {"zh": 2, "en": 1}
+
+
+def test_supporting_excerpts_bear_out_the_option_and_the_question_together():
+    """"B. Alice" to "Who used the screwdriver first?": Alice's own caption with the screwdriver (in
+    Chinese: 丝刀 counts as the question's word) before a line that names Alice about garlic."""
+    units = [Unit(1, "A3_TASHA", 0, 30_000, "Alice: I can't stand it, I need to use the garlic now.", ()),
+             Unit(2, "A2_ALICE", 0, 30_000, "遇上了不好开的我就用螺丝刀戳破了", ())]
+    q = "Who used the screwdriver first?"
+    assert supporting(units, "Alice", q, {"丝刀", "用"}) == [2, 1]
+    assert supporting(units, "Alice", q) == [1, 2]  # without the translations her caption shares only her name
