@@ -7,8 +7,10 @@ and `hierarchy` parts).
   丝刀: the untranslated captions of five wearers are on the chain too), grouped into occasions
   (10-minute windows) and taken in the order the question asks: the latest occasions before the
   one under way for "last time" and "where is", the earliest for "first", one per day for habits.
-  Each occasion's units score by its rank (1, 1/2, 1/3, ...); the retriever also hands over the
-  first occasion's earliest (or latest) units whatever their score (`retrieval.chain_slots`).
+  Each occasion's units score by its rank (1, 1/2, 1/3, ...).
+- First encounters: the units holding the rarest key object alone (in any language), the earliest
+  for "first", the latest before the occasion under way for "last time"; the retriever hands over
+  the first `retrieval.chain_slots` of them whatever their score.
 - People: the share of the people a question names who are present in a unit, as wearer, speaker
   or named in its captions (`memory.entities`): Alice's own view counts for "Alice".
 - Hierarchy: the events that match the question lead to the best-matching units inside their

@@ -88,7 +88,7 @@ def test_the_answerer_chooses_by_scoring_and_shows_the_excerpts_behind_the_choic
         voted = Answerer(store, clock, AnswerSettings(planner="rule", context_tokens=900, shared_top_n=0), tiny_llm,
                          budget=5, search=SearchSettings(dense=False)).answer(q)
         assert voted.choice == voted.scores["picks"]["voted"] and set(voted.scores["evidence"]) == {
-            "mentions", "wearer", "lexical", "timing"}
+            "mentions", "wearer", "lexical", "timing", "encounter"}
         generating.also_score = True  # the benchmark's comparison: both readings, then the generation
         a = generating.answer(q)
         assert a.status == "ok" and a.usage.completion_tokens > 0 and set(a.scores["picks"]) == {
