@@ -169,8 +169,8 @@ class SearchSettings(BaseModel):
     entity_weight: float = Field(0.1, ge=0, description="Bonus of a unit matching every key entity strictly.")
     entity_search_weight: float = Field(0.5, ge=0, description="Score of entity-only hits relative to BM25.")
     chain_weight: float = Field(0.2, ge=0, description="Bonus of a unit on the first occasion of the entity chain.")
-    chain_slots: int = Field(2, ge=0, le=5, description="Units of the entity chain's first occasion handed over "
-                             "whatever their score, in the order a \"first\" or \"last time\" question asks.")
+    chain_slots: int = Field(2, ge=0, le=5, description="The key object's first encounters (in any language) handed "
+                             "over whatever their score, in the order a \"first\" or \"last time\" question asks.")
     people_weight: float = Field(0.1, ge=0, description="Bonus of a unit where every person the question names is present.")
     hierarchy_weight: float = Field(0.1, ge=0, description="Bonus of a unit inside the best matching event's window.")
     max_entities: int = Field(2, ge=1, le=6, description="Key entities taken from a question.")

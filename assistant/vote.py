@@ -39,6 +39,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 
+from assistant.context import speaker_of
 from assistant.query import person_name
 from assistant.temporal import DAY, HOUR, PARTS, Intent, read_intent
 from memory.clock import HouseClock
@@ -48,7 +49,6 @@ from memory.tokenize import query_tokens, tokenize
 
 _ME = re.compile(r"\b(?:me|myself)\b|^\s*i\s*$", re.I)
 _PART = re.compile(r"\b(morning|noon|afternoon|evening|night)\b", re.I)
-_LABEL = re.compile(r"^\s*([A-Z][A-Za-z]{1,20}(?: [A-Z][A-Za-z]{1,20})?)\s*[:：]")
 
 
 def as_asker(option: str, asker: str | None) -> str:
@@ -180,7 +180,5 @@ def encounter(units: Sequence[Unit], options: Sequence[str], order: str | None, 
 def _actors(line: str, named: set[str], wearer: set[str]) -> set[str]:
     """The people a line shows with its object: a speech line's speaker; a caption's people named,
     else its wearer (a caption without a name is the wearer's own doing, 我 or not)."""
-    m = _LABEL.match(line)
-    if m:
-        return set(query_tokens(m.group(1)))
-    return named or wearer
+    speaker = speaker_of(line)
+    return set(query_tokens(speaker)) if speaker else named or wearer
