@@ -125,10 +125,11 @@ class SearchSettings(BaseModel):
         "only; measured best on EgoLifeQA DAY1-2) or 'use-multilingual' (Universal Sentence Encoder Multilingual v3, "
         "every line of a unit in any language). Each has its own vector tables; switching embeds the memory once.")
     second_encoder: Literal["", "minilm", "use-multilingual"] = Field(
-        "", description="A second sentence encoder whose nearest units are fused beside the first's, at "
-        "`second_dense_weight` ('': none). 'use-multilingual' beside MiniLM gives the Chinese-only memories (five of "
-        "the six EgoLife wearers) a dense search while MiniLM keeps its English precision; its vectors are kept, "
-        "and a backlog embedded, like the first's.")
+        "use-multilingual", description="A second sentence encoder whose nearest units are fused beside the "
+        "first's, at `second_dense_weight` ('': none). 'use-multilingual' beside MiniLM (the default) gives the "
+        "Chinese-only memories (five of the six EgoLife wearers) a dense search while MiniLM keeps its English "
+        "precision; its vectors are kept, and a backlog embedded, like the first's. Left at its default, it is "
+        "dropped when `encoder` is the same model.")
     second_dense_weight: float = Field(0.3, ge=0, description="Weight of the second encoder's cosine (scaled 0..1 "
                                        "over its nearest units) against BM25's 1.")
     embedding_model: Path | None = Field(
@@ -162,7 +163,8 @@ class SearchSettings(BaseModel):
                                       "(times how surely the glossary pairs them).")
     option_weight: float = Field(1.0, ge=0, description="Weight of an option's words against the question's.")
     name_option_share: float = Field(0.5, ge=0, description="Share of the option weight for people's names.")
-    dense_weight: float = Field(0.6, ge=0, description="Weight of the dense score against BM25's 1.")
+    dense_weight: float = Field(0.3, ge=0, description="Weight of the dense score against BM25's 1 (0.3 with the "
+                                "second encoder beside it: both folds of the leave-one-day-out search chose it).")
     window_weight: float = Field(0.3, ge=0, description="Weight of the 10-minute pooled score.")
     hour_weight: float = Field(0.2, ge=0, description="Weight of the 1-hour pooled score.")
     context_weight: float = Field(0.2, ge=0, description="Share of the best neighbour's score a unit borrows.")
@@ -191,5 +193,8 @@ class SearchSettings(BaseModel):
     @model_validator(mode="after")
     def _second_is_another(self) -> SearchSettings:
         if self.second_encoder and self.second_encoder == self.encoder:
-            raise ValueError(f"second_encoder {self.second_encoder!r} is the encoder itself: name another, or '' for none")
+            if "second_encoder" in self.model_fields_set:
+                raise ValueError(f"second_encoder {self.second_encoder!r} is the encoder itself: name another, or '' "
+                                 "for none")
+            self.second_encoder = ""  # the default second encoder became the first: one encoder, no second
         return self

@@ -33,6 +33,7 @@ GRID: dict[str, tuple[float, ...]] = {
     "chain_slots": (0, 1, 2, 3),
     "people_weight": (0.0, 0.05, 0.1, 0.2, 0.4),
     "hierarchy_weight": (0.0, 0.05, 0.1, 0.2),
+    "spread_minutes": (0.0, 2.0, 5.0, 10.0),
 }
 
 

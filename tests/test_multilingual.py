@@ -134,3 +134,8 @@ def test_a_second_encoder_must_be_another():
     with pytest.raises(ValueError, match="is the encoder itself"):
         SearchSettings(encoder="minilm", second_encoder="minilm")
     assert SearchSettings(encoder="use-multilingual", second_encoder="minilm").second_encoder == "minilm"
+    # the default second (USE beside MiniLM) is dropped when USE is the first: a configuration that
+    # names only `encoder = "use-multilingual"` keeps working, with one encoder
+    assert SearchSettings().second_encoder == "use-multilingual"
+    assert SearchSettings(encoder="use-multilingual").second_encoder == ""
+    assert SearchSettings(encoder="use-multilingual", second_encoder="").second_encoder == ""
