@@ -210,7 +210,7 @@ class Daemon:
 
         r, m = self.settings.retrieval, self.settings.llm
         queued = await asyncio.to_thread(backlog, self.ingestor.store, r.encoder, r.dense,
-                                         m.consolidation_model or m.model)
+                                         m.consolidation_model or m.model, r.second_encoder)
         for line in ready_lines(model, self.db, queued):
             logger.info("%s", line)
             if not logger.isEnabledFor(logging.INFO):  # `./dev run` logs warnings only: say it anyway

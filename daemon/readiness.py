@@ -15,9 +15,10 @@ from dataclasses import asdict, dataclass
 
 # Rates on 2 cores, for the estimate only (README, Figures): the daemon's first start over the
 # imported week (`tests/bench_first_start.py --watch`: MiniLM's 31,823 units in 225 s beside the
-# consolidation, one window by base in 21 to 27 s); USE multilingual and the other models from
+# consolidation, one window by base in 21 to 27 s); USE multilingual from `chorus index` on the
+# week beside a consolidation (31,823 units in 457 s, thirteenth round); the other models from
 # earlier runs (a model by path: as base).
-EMBED_UNITS_S = {"minilm": 140.0, "use-multilingual": 11.0}
+EMBED_UNITS_S = {"minilm": 140.0, "use-multilingual": 70.0}
 WINDOW_S = {"tiny": 10.5, "base": 22.0, "small": 21.9}
 TABLES = {"minilm": ("segments", "events"), "use-multilingual": ("segments_use", "events_use")}
 
@@ -37,18 +38,20 @@ class Backlog:
         return asdict(self)
 
 
-def backlog(store, encoder: str = "minilm", dense: bool = True, model: str = "base") -> Backlog:
+def backlog(store, encoder: str = "minilm", dense: bool = True, model: str = "base", second: str = "") -> Backlog:
     """The catch-up work queued in this memory (counts only: no model is loaded); `model`: the
-    consolidation's (a bundled profile or a path)."""
+    consolidation's (a bundled profile or a path); `second`: the second encoder, whose vectors
+    cover the units only (`retrieval.second_encoder`)."""
     from memory.events import EventStore
 
-    units = 0
-    if dense:
-        for name, table in zip(TABLES.get(encoder, ()), ("segments", "events"), strict=True):
-            units += store.unindexed(name, table)
+    units, embed_s = 0, 0.0
+    todo = [(encoder, ("segments", "events"))] + ([(second, ("segments",))] if second and second != encoder else [])
+    for enc, tables in todo if dense else ():
+        n = sum(store.unindexed(name, table) for name, table in zip(TABLES[enc], tables, strict=False))
+        units += n
+        embed_s += n / EMBED_UNITS_S[enc]
     windows = EventStore(store).pending_count()
-    rate = EMBED_UNITS_S.get(encoder, EMBED_UNITS_S["minilm"])
-    return Backlog(units, windows, round(units / rate, 1), round(windows * WINDOW_S.get(model, WINDOW_S["base"]), 1))
+    return Backlog(units, windows, round(embed_s, 1), round(windows * WINDOW_S.get(model, WINDOW_S["base"]), 1))
 
 
 def duration(seconds: float) -> str:

@@ -34,10 +34,10 @@ def test_status_prints_lines_not_a_dict_and_json_on_request(store):
     assert not any(ch in r.stdout for ch in "{}'")  # no Python dict
     assert lines[0].split() == ["memory", str(store.path)]
     assert "60 observations, 4 segments" in r.stdout and "agents      A1_JAKE" in r.stdout
-    assert "4 units to embed" in r.stdout and "windows to consolidate" in r.stdout
+    assert "8 units to embed" in r.stdout and "windows to consolidate" in r.stdout  # 4 for MiniLM, 4 for USE
     assert lines[-1].startswith("daemon      no broker reachable")
     data = json.loads(status(store.path, "--json").stdout)
-    assert data["counts"]["segments"] == 4 and data["backlog"]["units"] == 4 and data["daemon"] is None
+    assert data["counts"]["segments"] == 4 and data["backlog"]["units"] == 8 and data["daemon"] is None
 
 
 def test_the_backlog_counts_units_without_vectors_and_pending_windows(store):
@@ -47,6 +47,9 @@ def test_the_backlog_counts_units_without_vectors_and_pending_windows(store):
     store.add([Observation("A", "caption", 1000 * i, 1000 * i + 900, f"line {i}") for i in range(0, 700, 10)])
     b = backlog(store)
     assert b.units == 24 and b.windows == 2 and b.embed_s > 0 and b.consolidate_s > 0
+    both = backlog(store, second="use-multilingual")  # the default second encoder's vectors: units only
+    assert both.units == 48 and both.embed_s > b.embed_s
+    assert backlog(store, "use-multilingual", second="use-multilingual").units == 24  # the same model once
     VectorIndex(store, CountingEmbed(), model="letters", dim=26).refresh()
     assert backlog(store).units == 0
     assert backlog(store, dense=False).units == 0

@@ -90,7 +90,8 @@ def cmd_status(args) -> int:
             "first": clock.iso(first) if first else None, "last": clock.iso(last) if last else None,
             "daemon": daemon, "broker": f"{m.host or '127.0.0.1'}:{m.port}",
             "backlog": backlog(store, settings.retrieval.encoder, settings.retrieval.dense,
-                               settings.llm.consolidation_model or settings.llm.model).as_dict()}
+                               settings.llm.consolidation_model or settings.llm.model,
+                               settings.retrieval.second_encoder).as_dict()}
     out(args, data, status_text(data | {"first": first and clock.label(first), "last": last and clock.label(last)}))
     return 0
 
