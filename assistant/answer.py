@@ -34,6 +34,7 @@ from assistant.prompts import (
 )
 from assistant.query import Query, person_name
 from assistant.retrievers import Retrievers
+from assistant.temporal import read_intent
 from memory.clock import HouseClock
 from memory.events import Event
 from memory.frames import FrameStore
@@ -304,8 +305,9 @@ class Answerer:
 
     def fit(self, units: list[Unit], q: Query, budget: int, count) -> tuple[list[Unit], str]:
         s = self.settings
+        ordered = s.in_time_order and read_intent(q.question, q.as_of_ms, self.clock).order in ("earliest", "latest")
         return fit_units(units, q, budget, count, self.clock.label, s.filler_lines, s.speech_once, s.rank_decay,
-                         s.name_wearer, self.also(q))
+                         s.name_wearer, self.also(q), ordered)
 
     def also(self, q: Query) -> set[str]:
         """Words that count as the question's in the lines shown and cited: the translations the

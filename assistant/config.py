@@ -66,6 +66,9 @@ class AnswerSettings(BaseModel):
     rank_decay: float = Field(
         0.5, ge=0, le=4, description="An excerpt's share of the context falls as 1/rank^this (0: equal shares); "
         "what one leaves unused goes to those after it.")
+    in_time_order: bool = Field(
+        False, description="A question that asks an order ('first', 'last time'): the excerpts are shown to the "
+        "model in time order (each keeps its number and its share of the context, which follow its rank).")
     name_wearer: bool = Field(
         True, description="In the excerpts, 'I' (我) of the wearer's own lines is written as the wearer's name.")
     vote_mentions: float = Field(

@@ -139,14 +139,19 @@ def fit_events(events: list, budget: int, cost: Callable[[object], int]) -> list
 def fit_units(units: list[Unit], q: Query, budget: int, count: Callable[[str], int],
               label: Callable[[int], str], filler: int | None = None, once: bool = False,
               decay: float = 0.5, first_person: bool = True, also: set[str] | frozenset = frozenset(),
-              ) -> tuple[list[Unit], str]:
-    """Units numbered for citation, each cut to its share of the token budget (`shown_lines`)."""
+              in_time_order: bool = False) -> tuple[list[Unit], str]:
+    """Units numbered for citation by rank, each cut to its share of the token budget
+    (`shown_lines`); with `in_time_order` the excerpts are written earliest first, each keeping its
+    number."""
     if not units:
         return [], "(none found)"
     shown = shown_lines(units, q, budget, count, label, filler, once, decay, also)
-    blocks = [head + "\n" + "\n".join(named(x, person_name(u.agent)) if first_person else x for x in lines)
-              for u, (head, lines) in zip(units, shown, strict=True)]
-    return list(units), "\n\n".join(blocks)
+    blocks = [(u.start_ms, n, head + "\n" + "\n".join(named(x, person_name(u.agent)) if first_person else x
+                                                      for x in lines))
+              for n, (u, (head, lines)) in enumerate(zip(units, shown, strict=True))]
+    if in_time_order:
+        blocks.sort()
+    return list(units), "\n\n".join(b for *_, b in blocks)
 
 
 def shown_lines(units: list[Unit], q: Query, budget: int, count: Callable[[str], int],

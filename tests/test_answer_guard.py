@@ -85,6 +85,18 @@ def test_excerpts_are_rendered_with_their_wearer_and_english_first(clock):
     assert english_first(["Alice: 你好", "Jake: Hello"]) == ["Alice: 你好", "Jake: Hello"]
 
 
+def test_excerpts_of_an_order_question_can_be_shown_in_time_order_keeping_their_numbers(clock):
+    later = unit("A6_SHURE", T + 18 * 60_000, "Shure uses the screwdriver", 1)
+    first = unit("A2_ALICE", T + 11 * 60_000, "Alice pokes the bag open with the screwdriver", 2)
+    q, count = Query("Who used the screwdriver first?", T + 3_600_000), lambda s: len(s) // 4
+    units, ranked = fit_units([later, first], q, 1000, count, clock.label)
+    assert units == [later, first] and ranked.index("[1] Shure's view") < ranked.index("[2] Alice's view")
+    units, timed = fit_units([later, first], q, 1000, count, clock.label, in_time_order=True)
+    assert units == [later, first]  # the numbers still cite the same units
+    assert timed.index("[2] Alice's view, DAY1 11:11:00") < timed.index("[1] Shure's view, DAY1 11:18:00")
+    assert sorted(timed.split("\n\n")) == sorted(ranked.split("\n\n"))  # the same excerpts, the same lines
+
+
 def test_words_heard_by_several_wearers_are_shown_once_and_filler_is_bounded(clock):
     at = T + 16 * 60_000
     alice = unit("A2_ALICE", at, "I tighten a screw\nJake: Where is the screwdriver?\nI look at the table\nI sit down", 1)
