@@ -122,8 +122,11 @@ class Database:
 
 
 def is_full(e: BaseException) -> bool:
-    """SQLITE_FULL (disk or max_page_count) or ENOSPC from the OS."""
+    """SQLITE_FULL (disk or max_page_count) or ENOSPC from the OS. sqlite-vec reports a full disk
+    met while adding a vector table's chunk as its own error, without SQLite's code: a new
+    encoder's first chunk (the second encoder's tables on a full disk) fails that way."""
     if isinstance(e, OSError) and e.errno == errno.ENOSPC:
         return True
     return isinstance(e, sqlite3.OperationalError) and (
-        getattr(e, "sqlite_errorcode", None) == 13 or "disk is full" in str(e))
+        getattr(e, "sqlite_errorcode", None) == 13 or "disk is full" in str(e)
+        or "Could not insert a new vector chunk" in str(e))

@@ -154,3 +154,18 @@ def test_daemon_on_a_full_disk_reports_keeps_answering_then_stores_everything(tm
                                  "stored_when_full": got["stuck_at"], "answer_while_full": got["answer"]["status"]}))
     assert got["stuck_at"] < n1 + n2 and got["answer"]["status"] == "ok"
     assert (t["stored"], t["duplicated"], t["lost"], t["integrity"]) == (n1 + n2, 0, 0, "ok")
+
+
+def test_a_full_disk_is_recognised_in_each_form_it_takes():
+    import errno
+
+    import sqlean as sqlite3
+
+    from memory.db import is_full
+
+    assert is_full(OSError(errno.ENOSPC, "No space left on device"))
+    assert is_full(sqlite3.OperationalError("database or disk is full"))
+    # sqlite-vec's own words for a full disk met while adding a vector table's first chunk
+    assert is_full(sqlite3.OperationalError("Internal sqlite-vec error: Could not insert a new vector chunk"))
+    assert not is_full(sqlite3.OperationalError("no such table: vec_segments"))
+    assert not is_full(OSError(errno.EACCES, "Permission denied"))
