@@ -1,7 +1,8 @@
 """The retrievers by name, sharing one set of indices: what `retrieve`, `bench` and answering use.
 
 `default` is the hybrid retriever with every part on (as configured); `no-<part>` switches one
-part off (`no-second`: the second encoder, `retrieval.second_encoder`); `lexical` is BM25 alone (the previous default); `egomas-reference` the released EgoMAS.
+part off (`no-second`: the second encoder, `retrieval.second_encoder`; `no-widen`: units of 30 s, not
+joined to the next 30 s, `retrieval.widen`); `lexical` is BM25 alone (the previous default); `egomas-reference` the released EgoMAS.
 A hybrid name may end in `@<encoder>` (`default@minilm`) to use that sentence encoder instead of
 the configured one: each encoder has its own vector tables, so both are measured in one run.
 """
@@ -27,7 +28,7 @@ logger = logging.getLogger(__name__)
 PARTS = {"dense": "dense", "temporal": "temporal", "scales": "scales", "context": "context",
          "entities": "entities", "options": "options_apart", "entity-memory": "entity_memory",
          "hierarchy": "hierarchy", "chain-translations": "chain_translations"}
-NAMES = ("default", *(f"no-{p}" for p in PARTS), "no-second", "lexical-only", "lexical", "egomas-reference")
+NAMES = ("default", *(f"no-{p}" for p in PARTS), "no-second", "no-widen", "lexical-only", "lexical", "egomas-reference")
 # encoder -> the key of its vector tables ('' = the tables MiniLM has always used)
 ENCODERS = {"use-multilingual": "use", "minilm": ""}
 
@@ -152,6 +153,8 @@ class Retrievers:
             s = s.model_copy(update=dict.fromkeys(PARTS.values(), False))
         if base in ("no-second", "lexical-only"):
             s = s.model_copy(update={"second_encoder": ""})
+        if base in ("no-widen", "lexical-only"):
+            s = s.model_copy(update={"widen": 0})
         seg = ev = e = second = None
         if s.dense and self.dense_ok(encoder):
             seg, ev, e = self._open(encoder)

@@ -61,8 +61,9 @@ def test_each_part_changes_the_ranking(pool, clock):
                  ("Where was the small clapperboard on the table placed before?", ())]
     at = ["DAY1 11:21:02", "DAY1 13:02:32", "DAY1 12:50:00", "DAY1 11:35:19"]
 
-    def ids(name):
-        return [[u.id for u in ask(pool, clock, name, q, o, at=t).units] for (q, o), t in zip(questions, at, strict=True)]
+    def ids(name):  # with the span: `no-widen` hands over the same units, 30 s long
+        return [[(u.id, u.start_ms, u.end_ms) for u in ask(pool, clock, name, q, o, at=t).units]
+                for (q, o), t in zip(questions, at, strict=True)]
 
     base = ids("default")
     for name in NAMES:
@@ -73,11 +74,11 @@ def test_each_part_changes_the_ranking(pool, clock):
 
 
 def test_a_unit_handed_over_is_joined_by_its_wearers_next_30_seconds(pool, clock):
-    """`widen` 1: each unit spans 60 s, its own 30 s and then the same wearer's next 30 s, never
-    past the question's time; not when that slot is a unit of its own already. Off (the default), 30 s."""
+    """`widen` 1 (the default): each unit spans 60 s, its own 30 s and then the same wearer's next 30 s,
+    never past the question's time; not when that slot is a unit of its own already. Off (`no-widen`), 30 s."""
     at = clock.parse("DAY1 11:21:02")
-    wide = pool.make("default", {"widen": 1}).retrieve(Query(SCREWDRIVER[0], at, SCREWDRIVER[1], asker="A1_JAKE")).units
-    narrow = ask(pool, clock, "default", *SCREWDRIVER).units
+    wide = ask(pool, clock, "default", *SCREWDRIVER).units
+    narrow = ask(pool, clock, "no-widen", *SCREWDRIVER).units
     assert [u.id for u in wide] == [u.id for u in narrow] and all(u.end_ms - u.start_ms == 30_000 for u in narrow)
     after = pool.store.beside(narrow, 1, at)
     taken = {u.start_ms for u in narrow}  # one unit a slot, whoever wears it
