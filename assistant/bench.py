@@ -53,6 +53,8 @@ def summarize(rows: list[dict]) -> dict:
     out = {k: round(100 * float(np.mean([r[k] for r in rows])), 1) for k in [*WINDOWS, *SHOWN] if k in rows[0]}
     out["units"] = round(float(np.mean([r["units"] for r in rows])), 2)
     out["tokens"] = round(float(np.mean([r["tokens"] for r in rows])), 1)
+    if "unit_tokens" in rows[0]:
+        out["unit_tokens"] = round(float(np.mean([r["unit_tokens"] for r in rows])), 1)
     out["latency_ms_p50"] = round(float(np.percentile(lat, 50)), 2)
     out["latency_ms_p95"] = round(float(np.percentile(lat, 95)), 2)
     out["n"] = len(rows)
@@ -71,7 +73,8 @@ def run(
     filler: int | None = None, once: bool = False, decay: float = 0.5,
 ) -> dict:
     """Every item through every retriever; per retriever overall, per question type and per day.
-    Tokens are those of the context as the answerer gets it: the units cut to fit `context_tokens`."""
+    Tokens are those of the context as the answerer gets it: the units cut to fit `context_tokens`;
+    `unit_tokens` those of the units handed over, in full."""
     rows: dict[str, list[dict]] = defaultdict(list)
     for item in progress(items):
         q = Query(item.question, item.query_ms, item.options, asker=asker, budget=budget)
@@ -88,6 +91,7 @@ def run(
                 type=item.type, id=item.id, day=day_of(item, clock), units=len(got.units),
                 tokens=estimate_tokens(fit_units(got.units, q, context_tokens, estimate_tokens, clock.label, filler, once,
                                                  decay, also=also)[1]),
+                unit_tokens=sum(estimate_tokens(u.text) for u in got.units),
                 latency_ms=got.timings_ms["retrieval"],
             )
             rows[name].append(row)
@@ -106,12 +110,13 @@ def run(
 
 def table(report: dict) -> str:
     """The report as a plain-text table, one row per retriever and per question type."""
-    cols = ["hit@0", "hit@30s", "hit@5min", *SHOWN, "units", "tokens", "latency_ms_p50", "latency_ms_p95"]
+    cols = ["hit@0", "hit@30s", "hit@5min", *SHOWN, "units", "tokens", "unit_tokens", "latency_ms_p50",
+            "latency_ms_p95"]
     lines = [f"{report['questions']} questions", f"{'retriever / type':32}" + "".join(f"{c:>16}" for c in cols)]
     for name, r in report["retrievers"].items():
-        lines.append(f"{name:32}" + "".join(f"{r[c]:>16}" for c in cols))
+        lines.append(f"{name:32}" + "".join(f"{r.get(c, ''):>16}" for c in cols))
         for t, rt in (r["by_day"] | r["by_type"]).items():
-            lines.append(f"  {t:30}" + "".join(f"{rt[c]:>16}" for c in cols))
+            lines.append(f"  {t:30}" + "".join(f"{rt.get(c, ''):>16}" for c in cols))
     return "\n".join(lines)
 
 

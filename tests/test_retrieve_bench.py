@@ -77,6 +77,7 @@ def test_bench_compares_retrievers_on_a_slice(house, slice_db, egolife, tmp_path
                           "by_type"}
         assert 0 <= r["hit@0"] <= r["hit@30s"] <= r["hit@5min"] <= 100
         assert 0 < r["units"] <= 15 and r["tokens"] > 0
+        assert r["unit_tokens"] > 0  # the units handed over, in full (`tokens`: cut to the context)
         assert sum(t["n"] for t in r["by_type"].values()) == 12
     assert rep["retrievers"]["default"]["hit@5min"] > 0
 
