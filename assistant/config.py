@@ -68,7 +68,8 @@ class AnswerSettings(BaseModel):
         "what one leaves unused goes to those after it.")
     in_time_order: bool = Field(
         False, description="A question that asks an order ('first', 'last time'): the excerpts are shown to the "
-        "model in time order (each keeps its number and its share of the context, which follow its rank).")
+        "model in time order (each keeps its number and its share of the context, which follow its rank). On the 78 "
+        "such EgoLifeQA DAY1-2 questions: 39 right with and without it (the model alone 28 against 25).")
     name_wearer: bool = Field(
         True, description="In the excerpts, 'I' (我) of the wearer's own lines is written as the wearer's name.")
     vote_mentions: float = Field(
