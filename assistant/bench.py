@@ -13,6 +13,7 @@ from assistant.answer import Answerer
 from assistant.config import AnswerSettings
 from assistant.context import fit_units, shown_lines
 from assistant.egolifeqa import QAItem
+from assistant.guard import DEGENERATE_KINDS, garbage
 from assistant.query import Query, Retrieved
 from memory.clock import HouseClock
 from memory.records import Unit
@@ -192,7 +193,11 @@ def _answer_row(item: QAItem, a, embed, clock: HouseClock, asker: str | None = N
         option_scores=(a.scores or {}).get("cyclic"), readings=(a.scores or {}).get("evidence"),
         day=day_of(item, clock), type=item.type, id=item.id, gold=item.answer, units=len(units), tokens=a.context_tokens,
         langs=languages(units), accuracy=choice == item.answer, error=a.status != "ok",
-        degenerate=a.mode == "extractive", choice=choice, cosines=cos,
+        # what the asker reads (an open answer; a letter and its option cannot be garbage)
+        degenerate=a.status == "ok" and a.choice is None and garbage(a.answer or "") is not None,
+        replaced=a.mode == "extractive",
+        reply_degenerate=str(a.guard).removeprefix("asked again: ").startswith(DEGENERATE_KINDS),
+        choice=choice, cosines=cos,
         scoring_ms=1000 * (a.scores or {}).get("seconds", 0.0), mode=a.mode, guard=a.guard, answer=a.answer,
         reply=a.reply, prompt_tokens=a.usage.prompt_tokens, completion_tokens=a.usage.completion_tokens,
         cached_tokens=a.usage.cached_tokens, latency_ms=sum(a.timings_ms.values()),
@@ -209,7 +214,10 @@ def _answer_entry(rs: list[dict]) -> dict:
     entry = summarize(rs)
     entry.update(accuracy=pct("accuracy"), accuracy_ci95=wilson(sum(r["accuracy"] for r in rs), len(rs)),
                  errors=int(sum(r["error"] for r in rs)), degenerate=int(sum(r["degenerate"] for r in rs)),
+                 replaced=int(sum(r["replaced"] for r in rs)),
+                 replies_degenerate=int(sum(r["reply_degenerate"] for r in rs)),
                  modes=dict(Counter(r["mode"] for r in rs)),
+                 guards=dict(Counter(str(r["guard"]).removeprefix("asked again: ") for r in rs if r["guard"])),
                  asked_again=int(sum(str(r["guard"]).startswith("asked again") for r in rs)))
     for k in ("letter_ok", "cyclic_ok", "likelihood_ok", "pmi_ok", "evidence_ok", "voted_ok"):  # multiple choice by scoring: the readings of one pass
         if k in rs[0]:
@@ -243,7 +251,7 @@ def wilson(k: int, n: int, z: float = 1.96) -> list[float]:
 
 
 def answer_table(report: dict) -> str:
-    cols = ["accuracy", "accuracy_ci95", "degenerate", "hit@0", "hit@30s", "hit@5min", "units", "tokens", "latency_ms_p50",
+    cols = ["accuracy", "accuracy_ci95", "degenerate", "replaced", "hit@0", "hit@30s", "hit@5min", "units", "tokens", "latency_ms_p50",
             "answers_per_hour"]
     cols += [c for c in ("letter_accuracy", "cyclic_accuracy", "likelihood_accuracy", "pmi_accuracy",
                          "evidence_accuracy", "voted_accuracy") if any(c in r for r in report["cells"].values())]

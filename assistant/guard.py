@@ -110,18 +110,30 @@ def without_echoes(text: str, prompt: str) -> str:
 def degenerate(text: str, prompt: str = "") -> str | None:
     """Why the (cleaned) reply cannot be shown, or None when it can."""
     t = clean(text)
-    if not re.search(r"\w", t):
-        return "empty"
-    visible = [c for c in t if not c.isspace()]
-    if sum(c.isalpha() for c in visible) < 0.5 * len(visible):
-        return "not words"  # "20:34,567-89"
-    if repeats(t):
-        return "repeated"
+    why = garbage(t)  # "not words": "20:34,567-89"
+    if why in ("empty", "not words", "repeated"):
+        return why
     if prompt and echoes(t, prompt):
         return "echo"
-    if _DEBRIS.search(t) or _SCAFFOLD.search(t):
-        return "outside schema"
-    return None
+    return "outside schema" if why or _SCAFFOLD.search(t) else None
+
+
+# a model reply's guard that says it degenerated (the issue's kinds), not that it was unfounded
+DEGENERATE_KINDS = ("empty", "not words", "repeated", "echo", "outside schema", "cut short")
+
+
+def garbage(shown: str) -> str | None:
+    """Why an answer as the asker reads it is garbage (empty, no words, looping, JSON debris), or None.
+    The check on what is shown, whatever made it: the model, the time of an excerpt or the evidence
+    itself (which may quote "Alice's view", so the prompt's scaffolding is no fault here)."""
+    if not re.search(r"\w", shown):
+        return "empty"
+    visible = [c for c in shown if not c.isspace()]
+    if sum(c.isalpha() for c in visible) < 0.5 * len(visible):
+        return "not words"
+    if repeats(shown):
+        return "repeated"
+    return "outside schema" if _DEBRIS.search(shown) else None
 
 
 def unseen(q: Query, known: Callable[[str], bool], names: set[str]) -> list[str]:

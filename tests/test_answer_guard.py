@@ -11,6 +11,7 @@ from assistant.guard import (
     clean,
     degenerate,
     extractive,
+    garbage,
     grounded,
     two_sentences,
     unseen,
@@ -50,6 +51,13 @@ PROMPT = "Answer in one or two short sentences that name the people and the time
 ])
 def test_degenerate_replies_are_told_from_answers(reply, why):
     assert degenerate(reply, PROMPT) == why
+
+
+def test_what_is_shown_is_judged_without_the_prompts_scaffolding():
+    shown = "From the memory: Alice's view, DAY1 11:16: 我依旧在拧螺丝."
+    assert garbage(shown) is None and degenerate(shown) == "outside schema"
+    assert garbage("The answer is: The answer is: The answer is: The answer is:") == "repeated"
+    assert garbage("They ate pizza. }") == "outside schema" and garbage("") == "empty" and garbage("20:34,567-89") == "not words"
 
 
 def test_clean_trims_debris_and_two_sentences_cut():
@@ -317,6 +325,13 @@ def test_the_answer_benchmark_counts_accuracy_modes_and_the_open_scorer(house, c
     r = run_answers(items, cells, clock, asker="A1_JAKE", open_mode=True, embed=embed)["cells"]["flat"]
     assert [a["choice"] for a in r["answers"]] == ["B", "B"] and r["accuracy"] == 50.0
     assert r["answers"][0]["cosines"][1] == max(r["answers"][0]["cosines"])
+    assert (r["degenerate"], r["replaced"], r["replies_degenerate"]) == (0, 0, 0)
+    # a looping reply is counted as the model's, replaced, and what is shown instead is no garbage
+    loop = {"evidence": [1], "answer": "The answer is: " * 12}
+    cells = {"flat": Answerer(house, clock, settings, FakeLLM([loop, loop]), shared=False, dynamic=False)}
+    r = run_answers(items[:1], cells, clock, asker="A1_JAKE", open_mode=True, embed=embed)["cells"]["flat"]
+    assert (r["degenerate"], r["replaced"], r["replies_degenerate"]) == (0, 1, 1)
+    assert r["guards"] == {"repeated": 1} and r["modes"] == {"extractive": 1}
 
 
 def test_evidence_is_shown_by_the_lines_that_bear_out_the_answer(clock):
