@@ -180,6 +180,8 @@ class SearchSettings(BaseModel):
     people_weight: float = Field(0.1, ge=0, description="Bonus of a unit where every person the question names is present.")
     hierarchy_weight: float = Field(0.1, ge=0, description="Bonus of a unit inside the best matching event's window.")
     max_entities: int = Field(2, ge=1, le=6, description="Key entities taken from a question.")
+    objects_only: bool = Field(True, description="Key entities are objects: words that say what was done or how "
+                               "(saw, took, beside, next; `assistant.query.ACTION_WORDS`) are never one.")
     recency_weight: float = Field(0.0, ge=0, description="Extra weight of a moment just past, fading with age.")
     recency_hours: float = Field(6.0, gt=0, description="Hours over which the recency weight falls by e.")
     curation_floor: float = Field(0.5, ge=0, le=1, description="Share of the best score a curated unit needs.")

@@ -28,7 +28,7 @@ from assistant.chains import chain_order, chain_scores, first_encounters, hierar
 from assistant.config import SearchSettings
 from assistant.fusion import Columns, entity_levels, fuse, relevance, score_all
 from assistant.lexical import LexicalRetriever
-from assistant.query import Query, Retrieved, person_name, speaks_of_self
+from assistant.query import ACTION_WORDS, Query, Retrieved, person_name, speaks_of_self
 from assistant.selection import Cand, new_moments, round_robin_by_day
 from assistant.temporal import CUE_WORDS, Intent, read_intent
 from memory.clock import HouseClock
@@ -46,6 +46,7 @@ _ENCODING = ThreadPoolExecutor(1, thread_name_prefix="query-encoder")  # one que
 INLINE_EMBED = 256  # units a question may wait to have embedded (about 3 s on 2 cores)
 RECENT_GAP_MS = 10 * 60_000  # "the last time" means an earlier occasion, not the one under way
 CUE_TOKENS = frozenset(t for w in CUE_WORDS for t in tokenize(w))
+ACTION_TOKENS = frozenset(t for w in ACTION_WORDS for t in tokenize(w))
 
 
 class HybridRetriever:
@@ -201,7 +202,7 @@ class HybridRetriever:
     def key_entities(self, q: Query) -> list[str]:
         """The question's rarest content words that are not people: the objects it is about."""
         toks = [t for t in dict.fromkeys(query_tokens(q.question)) if t not in self.people() and len(t) > 1
-                and t not in CUE_TOKENS]
+                and t not in CUE_TOKENS and (t not in ACTION_TOKENS or not self.s.objects_only)]
         ranked = sorted(toks, key=lambda t: -self.index.idf(t))
         return [t for t in ranked if self.index.idf(t) > 0][: self.s.max_entities]
 

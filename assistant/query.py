@@ -59,3 +59,13 @@ def question_word(question: str) -> str | None:
     opening = _CLAUSE.findall(question)
     word = opening[-1] if opening else (m.group(1) if (m := _WH.search(question)) else None)
     return None if word is None else ("who" if word.lower().startswith("who") else word.lower())
+
+
+# words of a question that say what was done or how, not to what: never its key objects ("When was
+# the last time I saw durian?" is about durian; "saw" is in every line of what Jake saw)
+ACTION_WORDS = frozenset("""see saw seen look looked looking watch watched notice noticed take took taken give gave
+    given put get got come came go went gone stood stand standing sit sat sitting help helped helping join joined use
+    used using like liked want wanted need needed plan planned planning check checked mention mentioned say said tell
+    told talk talked ask asked show shown showed make made do did does doing done hold held bring brought find found
+    keep kept leave happen happened think thought know knew try tried beside next near close behind besides else
+    other another also still already together""".split())

@@ -135,6 +135,13 @@ def test_key_entities_are_things_not_time_words(store, clock):
     r = HybridRetriever(store, clock, SearchSettings(dense=False), index=ix, entities=EntityMemory(store))
     q = Query("Previously, Alice couldn't open the jar. Who originally helped her?", clock.at(1, 12 * 3600), ())
     assert set(r.key_entities(q)) == {"jar", "open"}
+    # what was done to it is not the object: "saw" is in every line of what someone saw
+    store.add([cap(clock, "A1_JAKE", (10, 55), "I saw the durian and saw the jar")])
+    ix.refresh()
+    seen = Query("When was the last time I saw durian?", clock.at(1, 12 * 3600), ())
+    assert r.key_entities(seen) == ["durian"]
+    loose = HybridRetriever(store, clock, SearchSettings(dense=False, objects_only=False), index=ix)
+    assert set(loose.key_entities(seen)) == {"durian", "saw"}
     me = Query("Who was with me at the whiteboard?", clock.at(1, 12 * 3600), (), asker="A1_JAKE")
     assert r.named(me) == {"jake"}
 
