@@ -26,8 +26,10 @@ from memory.tokenize import query_tokens
 NOT_FOUND = "I don't find this in the memory."
 _TOKEN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]|[^\W\d_]+|\d+")
 _DEBRIS = re.compile(r"[{}\[\]]|\"\s*\w+\"\s*:|<\||\|>|\\[nt\"]")
-# the prompt's own scaffolding copied into a reply: excerpt headers, the question line
-_SCAFFOLD = re.compile(r"\b\w+'s view\b|\bquestion \(asked at|\b(?:excerpts|shared memory):", re.I)
+# the prompt's own scaffolding copied into a reply: excerpt headers, the question line, the asker's
+# line ("The asker is Jake: 'I', 'me', 'my' in the question mean Jake", copied in part)
+_SCAFFOLD = re.compile(r"\b\w+'s view\b|\bquestion \(asked at|\b(?:excerpts|shared memory):|'i',\s*'me'|"
+                       r"\bin the question means?\b", re.I)
 _TRAILING = re.compile(r"[\s\"'`,;:{}\[\]]+$")
 _LEADING = re.compile(r"^[\s\"'`,;:{}\[\]]+")
 _CITES = re.compile(r"\s*\[\d+(?:\s*,\s*\d+)*\]")

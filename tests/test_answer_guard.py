@@ -45,6 +45,8 @@ PROMPT = "Answer in one or two short sentences that name the people and the time
     ("20:34,567-89", "not words"),
     ("Jake's view first", "outside schema"),
     ("20:35 : Question (asked at DAY4) - Jake's view, Tasha", "outside schema"),
+    # base's reply to the README's lunch question (seventeenth round): the asker's line copied
+    ("Jake was talking about lunch on DAY1. Jake: 'I', 'me' in the question mean Jake.", "outside schema"),
     ("Around 12:10 on DAY1 Katrina said they would order pizza for dinner.", None),
     ("Jake and Alice talked about an eco-friendly game and microplastics }", None),
     ("我们在聊环保游戏和微塑料。", None),
