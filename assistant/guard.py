@@ -8,7 +8,8 @@ who saw it, when, and the lines themselves. An answer that says nothing the evid
 question none of whose words the evidence holds, is "I don't find this in the memory", with the
 closest evidence; one that brings nothing of the evidence to a question the evidence does touch
 is replaced by the evidence itself. A good answer is completed so that it reads as one: a
-terse one with whose view and when, a copied line of speech as who said it and when.
+terse one with whose view and when, a copied line of speech as who said it and when; a caption
+copied beside it ("... for lunch. Jake turns on the faucet and laughs.") is left out.
 """
 
 from __future__ import annotations
@@ -99,6 +100,30 @@ def clean(text: str) -> str:
 def two_sentences(text: str) -> str:
     parts = _SENTENCE.split(text)
     return " ".join(parts[:2])
+
+
+def without_asides(text: str, q: Query, units: list[Unit], share: float = 0.8) -> str:
+    """The reply less the sentences after its first that copy an excerpt's line and share no word
+    with the question but people's names: "Jake decides to eat KFC for lunch. Jake turns on the
+    faucet and laughs." keeps the first (the second is a caption the small model copied beside
+    its answer)."""
+    first, *rest = _SENTENCE.split(text)
+    names = {t for u in units for t in query_tokens(person_name(u.agent))}
+    asked = set(query_tokens(q.question)) - names - GENERIC
+    lines = [set(tokens(line)) for u in units for line in unit_lines(u)]
+
+    def copied(sentence: str) -> list[bool]:
+        words = tokens(sentence)
+        return [len(words) >= 3 and sum(w in line for w in words) >= share * len(words) for line in lines]
+
+    quoted = copied(first)  # a line of several sentences copied whole is one answer, not an aside
+
+    def aside(sentence: str) -> bool:
+        if set(query_tokens(sentence)) & asked:
+            return False
+        return any(c and not f for c, f in zip(copied(sentence), quoted, strict=True))
+
+    return " ".join([first, *(p for p in rest if not aside(p))])
 
 
 def without_echoes(text: str, prompt: str) -> str:
@@ -208,7 +233,8 @@ def check_open(raw: str, q: Query, units: list[Unit], cites: list[int], prompt: 
     if not from_evidence:
         return Reply(extractive(units, q, label, found=False), None, cites, NOT_FOUND_MODE, "not in the evidence",
                      raw=raw)
-    return Reply(with_source(reported(two_sentences(text), [*cited, *units], label), cited, q, label), None, cites)
+    text = two_sentences(without_asides(text, q, units))
+    return Reply(with_source(reported(text, [*cited, *units], label), cited, q, label), None, cites)
 
 
 def reported(text: str, units: list[Unit], label: Callable[[int], str]) -> str:

@@ -9,7 +9,8 @@ evidence's vote of `assistant.vote`), and the answer names the best one with the
 excerpt that bears it out: "Alice, around 11:16 on DAY1."
 
 A person the question already names is not its answer ("Who helped Alice ...?"), nor is the asker
-when the question speaks of them ("Who came to visit my room?").
+when the question speaks of them ("Who came to visit my room?") or of their group as the ones the
+answer joins ("Who joined us on the way home?"; "Among us, who ...?" keeps them).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ import numpy as np
 
 from assistant import vote
 from assistant.context import speaker_of, unit_lines
-from assistant.query import Query, person_name, question_word, speaks_of_self
+from assistant.query import Query, person_name, question_word, speaks_of_group, speaks_of_self
 from memory.records import Unit
 from memory.tokenize import query_tokens
 from models.llm import Usage
@@ -52,7 +53,7 @@ def asks_who(question: str) -> bool:
 def candidates(q: Query, agents: Iterable[str], units: list[Unit]) -> list[str]:
     """The people who may answer `q`: the wearers' names, then the speakers of the excerpts shown
     (a name-like label seen twice at least), less those the question names and, when it speaks in
-    the first person, the asker; only those offered, when the question offers some ("Alice or Tasha")."""
+    the first person or of "us" (not "among us"), the asker; only those offered, when the question offers some ("Alice or Tasha")."""
     names: list[str] = [n for n in map(person_name, agents) if query_tokens(n)]
     speakers = Counter(who for u in units for line in unit_lines(u)
                        if (who := speaker_of(line)) and _NAME.match(who) and who not in NOT_NAMES)
@@ -62,7 +63,7 @@ def candidates(q: Query, agents: Iterable[str], units: list[Unit]) -> list[str]:
         return [n for n in dict.fromkeys(names) if n in offered]
     asked = set(query_tokens(q.question))
     drop = {n for n in names if set(query_tokens(n)) & asked}
-    if q.asker and speaks_of_self(q.question):
+    if q.asker and (speaks_of_self(q.question) or speaks_of_group(q.question)):
         drop.add(person_name(q.asker))
     return [n for n in dict.fromkeys(names) if n not in drop]
 

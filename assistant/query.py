@@ -8,6 +8,8 @@ from dataclasses import dataclass, field
 from memory.records import Unit
 
 _FIRST_PERSON = re.compile(r"\b(i|me|my|mine|myself)\b", re.I)
+_WE = re.compile(r"\b(we|us|our|ours|ourselves)\b", re.I)
+_AMONG_US = re.compile(r"\b(?:among|of|between)\s+us\b", re.I)
 
 
 @dataclass(frozen=True)
@@ -43,6 +45,12 @@ def person_names(agents) -> dict[str, str]:
 
 def speaks_of_self(question: str) -> bool:
     return bool(_FIRST_PERSON.search(question))
+
+
+def speaks_of_group(question: str) -> bool:
+    """The question speaks of the asker's group ("Who joined us?", "when we first started") as
+    those the answer is set against, not among ("Among us, who ...?", "Which of us ...?")."""
+    return bool(_WE.search(question)) and not _AMONG_US.search(question)
 
 
 _WH = re.compile(r"\b(who(?:m|se)?|when|where|what|which|how|why)\b", re.I)

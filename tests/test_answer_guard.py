@@ -271,6 +271,22 @@ def test_a_sentence_that_copies_the_question_is_left_out(clock):
     assert without_echoes("Jake wanted to auction the sparkling wine.", prompt) == "Jake wanted to auction the sparkling wine."
 
 
+def test_a_caption_copied_beside_the_answer_is_left_out(clock):
+    # real reply of the base model to EgoLifeQA DAY1 #34 asked open: the answer, then a caption it copied
+    units = [unit("A1_JAKE", T, "Jake turns on the faucet and laughs.\nShure: KFC, KFC family bucket."),
+             unit("A3_TASHA", T + 60_000, "Jake: Let's order takeout for lunch.")]
+    q = Query("What do we decide to eat for lunch?", T + 3_600_000)
+    r = check_open("We decide to eat KFC for lunch. Jake turns on the faucet and laughs.", q, units, [1], PROMPT,
+                   clock.label)
+    assert (r.mode, r.text) == ("model", "We decide to eat KFC for lunch.")
+    # a second sentence of the question's matter stays, though copied; one of the answer's own words stays
+    r = check_open("We decide to eat KFC. Jake: Let's order takeout for lunch.", q, units, [1], PROMPT, clock.label)
+    assert r.text == "We decide to eat KFC. Jake: Let's order takeout for lunch."
+    r = check_open("We decide to eat KFC for lunch. Shure wanted the family bucket.", q, units, [1], PROMPT,
+                   clock.label)
+    assert r.text == "We decide to eat KFC for lunch. Shure wanted the family bucket."
+
+
 def test_a_made_up_answer_becomes_a_non_answer(clock):
     units = [unit("A1_JAKE", T, "Katrina: Let's order pizza for dinner")]
     q = Query("Where did Jake ride the bicycle?", T + 3_600_000)

@@ -38,6 +38,10 @@ def test_the_people_who_may_answer(clock):
     assert people.candidates(q, agents, units) == ["Jake", "Tasha", "Lucia", "Nicous"]
     q = Query("Who came to visit my room at noon?", t, asker="A1_JAKE")
     assert people.candidates(q, agents, units) == ["Alice", "Tasha", "Lucia", "Nicous"]  # "my": not the asker
+    q = Query("Who joined us on the way home from shopping?", t, asker="A1_JAKE")
+    assert people.candidates(q, agents, units) == ["Alice", "Tasha", "Lucia", "Nicous"]  # "us": not the asker
+    q = Query("Among us, who often goes out wearing slippers?", t, asker="A1_JAKE")
+    assert people.candidates(q, agents, units) == ["Jake", "Alice", "Tasha", "Lucia", "Nicous"]  # one of "us"
     assert people.sentence(["Jake"], units[0], Query("Who put it there?", t, asker="A1_JAKE"),
                            clock.label) == "You (Jake), around 11:00 on DAY1."
     assert people.sentence(["Tasha"], None, q, clock.label) == "Tasha."
