@@ -9,7 +9,9 @@ question none of whose words the evidence holds, is "I don't find this in the me
 closest evidence; one that brings nothing of the evidence to a question the evidence does touch
 is replaced by the evidence itself. A good answer is completed so that it reads as one: a
 terse one with whose view and when, a copied line of speech as who said it and when; a caption
-copied beside it ("... for lunch. Jake turns on the faucet and laughs.") is left out.
+copied beside it ("... for lunch. Jake turns on the faucet and laughs.") is left out, and a first
+sentence that only writes the question back gives way to what follows it, or to the evidence
+(to "what were we talking about", the lines said: `assistant.talk`).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from assistant import talk
 from assistant.context import best_lines, is_cjk, speaker_of, unit_lines, view_of
 from assistant.query import Query, person_name, question_word
 from memory.records import Unit
@@ -40,6 +43,7 @@ _NO_ANSWER = re.compile(r"\b(i don'?t (?:know|find)|no information|not (?:mentio
 _TIME_WORDS = frozenset("""morning afternoon evening night noon midnight today yesterday tomorrow first last
     usually usual often always never time times ago earlier later recent recently before after day days week
     hour hours minute minutes""".split())
+_TIME_TOKENS = frozenset(query_tokens(" ".join(_TIME_WORDS)))
 GENERIC = frozenset(query_tokens("""people person everyone someone something thing things time way same
     different reason talk talked talking said say says saying asked answer question day"""))
 _QUOTED = re.compile(r"^([A-Z][\w'-]{0,30}):\s*(.+)$")  # "Jake: We can or we can't."
@@ -209,7 +213,13 @@ def cite_line(u: Unit, q: Query, label: Callable[[int], str]) -> str:
 
 
 def extractive(units: list[Unit], q: Query, label: Callable[[int], str], *, found: bool = True, most: int = 2) -> str:
-    """An answer made only of the evidence: who, when and the lines."""
+    """An answer made only of the evidence: who, when and the lines; to a question about what was
+    said, the lines of speech that match it as who said them and when (`assistant.talk`)."""
+    if found and talk.asks_talk(q.question):
+        names = {t for u in units for t in query_tokens(person_name(u.agent))}
+        speech = talk.reported(units, q, label, names | GENERIC | _TIME_TOKENS)
+        if speech:
+            return speech
     shown = [cite_line(u, q, label) for u in units[:most]]
     if not found:
         return NOT_FOUND + (" The closest: " + "; ".join(shown) + "." if shown else "")
@@ -222,11 +232,12 @@ def check_open(raw: str, q: Query, units: list[Unit], cites: list[int], prompt: 
     evidence itself (`extractive`), or "I don't find this in the memory" with the closest evidence."""
     text = without_echoes(clean(raw), prompt)
     cited = [units[i - 1] for i in cites] or units
+    cited_first = [*cited, *(u for u in units if u not in cited)]  # for an answer of lines said
     if says_nothing(text):
         return Reply(extractive(units, q, label, found=False), None, cites, NOT_FOUND_MODE, "says nothing", raw=raw)
     why = degenerate(raw, prompt)
     if why:
-        return Reply(extractive(cited, q, label), None, cites, EXTRACTIVE, why, raw=raw)
+        return Reply(extractive(cited_first, q, label), None, cites, EXTRACTIVE, why, raw=raw)
     from_evidence, on_topic = grounded(text, q, units)
     if not from_evidence and on_topic:
         return Reply(extractive(cited, q, label), None, cites, EXTRACTIVE, "nothing from the evidence", raw=raw)
@@ -234,6 +245,15 @@ def check_open(raw: str, q: Query, units: list[Unit], cites: list[int], prompt: 
         return Reply(extractive(units, q, label, found=False), None, cites, NOT_FOUND_MODE, "not in the evidence",
                      raw=raw)
     text = two_sentences(without_asides(text, q, units))
+    first, *rest = _SENTENCE.split(text)
+    names = set() if question_word(q.question) == "who" else {t for u in units for t in query_tokens(person_name(u.agent))}
+    ignore = names | GENERIC | _TIME_TOKENS  # what a first sentence may hold and still say nothing
+    if talk.brings_nothing(first, q, ignore):  # "Jake was talking about lunch on DAY1."
+        if rest and not talk.asks_talk(q.question) and not talk.brings_nothing(" ".join(rest), q, ignore):
+            text = " ".join(rest)
+        else:
+            return Reply(extractive(cited_first, q, label), None, cites, EXTRACTIVE, "restates the question",
+                         raw=raw)
     return Reply(with_source(reported(text, [*cited, *units], label), cited, q, label), None, cites)
 
 

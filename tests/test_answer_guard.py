@@ -287,6 +287,30 @@ def test_a_caption_copied_beside_the_answer_is_left_out(clock):
     assert r.text == "We decide to eat KFC for lunch. Shure wanted the family bucket."
 
 
+def test_an_answer_that_writes_the_question_back_gives_way_to_what_was_said(clock):
+    from assistant import talk
+
+    # the README's lunch question, and the base model's reply to it
+    units = [unit("A1_JAKE", T, "Jake is looking to the right.\nJake continued to watch everyone."),
+             unit("A5_KATRINA", T + 60_000, "Jake: 中午管不管饭\nJake: Are we providing lunch?\nShure: Sure\n"
+                                            "Jake: Everyone can come after lunch.")]
+    q = Query("What were we talking about at lunch on DAY1?", T + 7_200_000)
+    assert talk.asks_talk(q.question) and not talk.asks_talk("What do we decide to eat for lunch?")
+    r = check_open("Jake was talking about lunch on DAY1. Jake looked at everyone and talked.", q, units, [1],
+                   PROMPT, clock.label)
+    assert (r.mode, r.guard) == ("extractive", "restates the question")
+    assert r.text == 'At 11:01 on DAY1, Jake said: "Are we providing lunch? Everyone can come after lunch."'
+    # a question of another kind: what follows the restated sentence, else the evidence itself
+    q = Query("What did Jake do at lunch on DAY1?", T + 7_200_000)
+    r = check_open("Jake did something at lunch on DAY1. He watched everyone.", q, units, [1], PROMPT, clock.label)
+    assert r.mode == "model" and r.text.startswith("He watched everyone (Jake's view, DAY1 11:00")
+    r = check_open("Jake did something at lunch on DAY1.", q, units, [2], PROMPT, clock.label)
+    assert r.mode == "extractive" and r.text.startswith("From the memory: Katrina's view, DAY1 11:01")
+    # an answer with a word of its own stays
+    r = check_open("Jake asked whether lunch was provided.", q, units, [2], PROMPT, clock.label)
+    assert r.mode == "model" and r.text.startswith("Jake asked whether lunch was provided (Katrina's view")
+
+
 def test_a_made_up_answer_becomes_a_non_answer(clock):
     units = [unit("A1_JAKE", T, "Katrina: Let's order pizza for dinner")]
     q = Query("Where did Jake ride the bicycle?", T + 3_600_000)
