@@ -117,6 +117,9 @@ def test_an_open_answer_is_a_sentence_that_names_people_and_a_time(tmp_path, clo
         assert a.mode != "model" or degenerate(a.answer) is None, a.answer
         assert len(re.findall(r"[.!?](?:\s|$)", a.answer)) <= 2 or a.mode == "extractive", a.answer
         assert re.search(r"\b(Jake|Katrina|Shure|Lucia)\b", a.answer) and re.search(r"\d", a.answer), a.answer
+        # it says what was said, not the question back ("Jake was talking about lunch on DAY1.")
+        assert re.search(r"provid|people|barbecue|skewer|charcoal|meat|pizza|deliver|twenty|dinner", a.answer,
+                         re.I), a.answer
         assert a.evidence and all(u.agent in dict(said) for u in a.evidence)
     finally:
         store.close()
