@@ -32,7 +32,7 @@ from assistant.prompts import (
     OPEN_MIN_CHARS,
     answer_schema,
 )
-from assistant.query import Query, person_name
+from assistant.query import Query, person_name, speaks_of_group, speaks_of_self
 from assistant.retrievers import Retrievers
 from assistant.temporal import read_intent
 from memory.clock import HouseClock
@@ -222,8 +222,10 @@ class Answerer:
 
     def ask(self, q: Query, order: tuple[int, ...]) -> str:
         """The question as the model reads it, the options listed in `order` (indices of q.options)."""
+        said = self.settings.asker_line == "always" or speaks_of_self(" ".join((q.question, *q.options))) \
+            or speaks_of_group(q.question)
         asker = (f"The asker is {person_name(q.asker)}: 'I', 'me', 'my' in the question mean "
-                 f"{person_name(q.asker)}.\n") if q.asker else ""
+                 f"{person_name(q.asker)}.\n") if q.asker and said else ""
         options = "".join(f"\n{LETTERS[k]}. {q.options[i]}" for k, i in enumerate(order))
         return f"{asker}Question (asked at {self.clock.label(q.as_of_ms)}): {q.question}{options}\n" + (
             ANSWER_CHOICE if order else ANSWER_OPEN if people.asks_who(q.question) else ANSWER_OPEN_WHAT)

@@ -240,6 +240,21 @@ def test_an_unusable_open_reply_is_asked_for_once_more(memory, clock):
     assert (b.mode, b.guard) == ("extractive", "echo") and len(twice.calls) == 2 and "pizza" in b.answer
 
 
+def test_the_asker_is_named_when_the_question_needs_it(memory, clock):
+    """`answer.asker_line`: "always" names the asker in every prompt; "when-asked" only where the
+    question says I, me, my or us, or an option is "Me"."""
+    def prompt(question, options=(), line="when-asked"):
+        a = Answerer(memory, clock, AnswerSettings(planner="rule", asker_line=line), FakeLLM([]))
+        return a.ask(Query(question, T, options, asker="A1_JAKE"), tuple(range(len(options))))
+
+    named = "The asker is Jake: 'I', 'me', 'my' in the question mean Jake."
+    assert named in prompt("Who helped Alice take off the bracelet?", line="always")
+    assert named not in prompt("Who helped Alice take off the bracelet?")
+    assert named in prompt("Who helped Alice take off the bracelet?", ("Tasha", "Me"))
+    assert named in prompt("Who came to visit my room?") and named in prompt("Who joined us on the way home?")
+    assert "Who helped Alice take off the bracelet?" in prompt("Who helped Alice take off the bracelet?")
+
+
 def test_an_open_when_question_is_told_the_time_of_its_best_excerpt(memory, clock):
     """No model call: the excerpt holding the question's words, its time relative to the question's."""
     llm = FakeLLM([{"evidence": [2], "answer": "Alice ordered pizza."}])
