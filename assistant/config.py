@@ -185,8 +185,6 @@ class SearchSettings(BaseModel):
     max_entities: int = Field(2, ge=1, le=6, description="Key entities taken from a question.")
     objects_only: bool = Field(True, description="Key entities are objects: words that say what was done or how "
                                "(saw, took, beside, next; `assistant.query.ACTION_WORDS`) are never one.")
-    joined_once: bool = Field(True, description="With `widen`, a unit the widening joins to one chosen before it "
-                              "(the same wearer's next 30 s) is not chosen again: its place goes to the next best.")
     recency_weight: float = Field(0.0, ge=0, description="Extra weight of a moment just past, fading with age.")
     recency_hours: float = Field(6.0, gt=0, description="Hours over which the recency weight falls by e.")
     curation_floor: float = Field(0.5, ge=0, le=1, description="Share of the best score a curated unit needs.")

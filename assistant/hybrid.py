@@ -306,18 +306,13 @@ class HybridRetriever:
 
     def _select(self, ranked: list[Cand], intent: Intent, q: Query) -> list[Cand]:
         """Best first, one unit per 30-second slot; with an order intent, part of the budget goes to
-        the strong candidates taken in that order (latest, earliest, one per day). With `widen` and
-        `joined_once`, the slot the widening will join to a unit is taken with it (the 30 s that
-        follows it are shown with it, the place goes to another moment)."""
+        the strong candidates taken in that order (latest, earliest, one per day)."""
         budget, out, slots = q.budget, [], set()
-        step = int(self.s.widen) * SEGMENT_MS if self.s.joined_once else 0
 
         def take(c: Cand) -> None:
             if c.unit.start_ms not in slots and len(out) < budget:
                 slots.add(c.unit.start_ms)
                 out.append(c)
-                if step:  # the slot the widening will join to it: another unit there would block it
-                    slots.add(c.unit.start_ms + step)
 
         for c in self._first_encounters(ranked, intent, q):
             take(c)

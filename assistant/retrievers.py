@@ -27,8 +27,7 @@ logger = logging.getLogger(__name__)
 # part name -> its switch in `SearchSettings`
 PARTS = {"dense": "dense", "temporal": "temporal", "scales": "scales", "context": "context",
          "entities": "entities", "options": "options_apart", "entity-memory": "entity_memory",
-         "hierarchy": "hierarchy", "chain-translations": "chain_translations", "objects-only": "objects_only",
-         "joined-once": "joined_once"}
+         "hierarchy": "hierarchy", "chain-translations": "chain_translations", "objects-only": "objects_only"}
 NAMES = ("default", *(f"no-{p}" for p in PARTS), "no-second", "no-widen", "lexical-only", "lexical", "egomas-reference")
 # encoder -> the key of its vector tables ('' = the tables MiniLM has always used)
 ENCODERS = {"use-multilingual": "use", "minilm": ""}

@@ -77,7 +77,7 @@ def test_a_unit_handed_over_is_joined_by_its_wearers_next_30_seconds(pool, clock
     """`widen` 1 (the default): each unit spans 60 s, its own 30 s and then the same wearer's next 30 s,
     never past the question's time; not when that slot is a unit of its own already. Off (`no-widen`), 30 s."""
     at = clock.parse("DAY1 11:21:02")
-    wide = ask(pool, clock, "no-joined-once", *SCREWDRIVER).units  # the same units as without widening
+    wide = ask(pool, clock, "default", *SCREWDRIVER).units
     narrow = ask(pool, clock, "no-widen", *SCREWDRIVER).units
     assert [u.id for u in wide] == [u.id for u in narrow] and all(u.end_ms - u.start_ms == 30_000 for u in narrow)
     after = pool.store.beside(narrow, 1, at)
@@ -94,26 +94,12 @@ def test_a_unit_handed_over_is_joined_by_its_wearers_next_30_seconds(pool, clock
         assert max(e for _, e, _ in pool.store.line_times(w.obs_ids)) <= at  # nothing said after the question
         assert w.extra["core"] == n.text  # what the search chose, for the evidence's vote
     assert n_joined >= 3, n_joined
-    back = pool.make("no-joined-once", {"widen": -1}).retrieve(Query(SCREWDRIVER[0], at, SCREWDRIVER[1], asker="A1_JAKE"))
+    back = pool.make("default", {"widen": -1}).retrieve(Query(SCREWDRIVER[0], at, SCREWDRIVER[1], asker="A1_JAKE"))
     before = pool.store.beside(narrow, -1, at)
     backwards = [(u, n) for u, n in zip(back.units, narrow, strict=True) if u.start_ms < n.start_ms]
     assert backwards and all(u.id == n.id and u.start_ms == n.start_ms - 30_000 and u.end_ms == n.end_ms
                              and u.text.startswith(before[n.id].text) and u.extra["core"] == n.text
                              for u, n in backwards)
-
-
-def test_the_30_seconds_a_unit_is_joined_to_are_not_handed_over_again(pool, clock):
-    """`joined_once` (the default, with `widen`): the slot the widening joins to a unit is taken with
-    it, so no unit is another's next 30 s, and the budget reaches other moments."""
-    on = ask(pool, clock, "default", *SCREWDRIVER).units
-    off = ask(pool, clock, "no-joined-once", *SCREWDRIVER).units
-    cores = {u.start_ms for u in on}
-    assert len(off) == 15 and len(on) <= 15  # (this memory of an hour can run out of other moments)
-    assert not any(u.start_ms + 30_000 in cores for u in on if u.end_ms - u.start_ms == 60_000)
-    # without it, some unit is the next 30 s of another one (of the same wearer or not)
-    assert any(u.start_ms + 30_000 in {v.start_ms for v in off} for u in off)
-    spans = lambda units: {s for u in units for s in range(u.start_ms, u.end_ms, 30_000)}  # noqa: E731
-    assert len(spans(on)) > len(spans(off))  # more of the memory seen, in fewer units here
 
 
 def test_earliest_intent_reaches_back_in_time(pool, clock):
