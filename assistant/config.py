@@ -104,7 +104,7 @@ class AnswerSettings(BaseModel):
         2, ge=1, le=4, description="Open 'who' questions about company ('Who was I with ...?', 'Who did I eat with?'): "
         "how many of the best-scored people the answer names (1: the best alone).")
     asker_line: Literal["always", "when-asked"] = Field(
-        "always", description="When the prompt says who asks ('The asker is Jake: I, me, my mean Jake'): always, or "
+        "when-asked", description="When the prompt says who asks ('The asker is Jake: I, me, my mean Jake'): always, or "
         "only for a question that speaks in the first person or of 'us', or whose options name 'Me' (when-asked).")
     open_when: bool = Field(
         True, description="An open 'when' question is answered with the time of the excerpt that shares most of its "
