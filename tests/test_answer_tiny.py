@@ -61,7 +61,10 @@ def test_a_looping_reply_of_the_real_model_is_replaced_by_the_evidence(memory, c
     llm = Recording(tiny_llm, loop)
     a = answerer(memory, clock, llm, repeat_penalty=1.0).answer(Query(LUNCH, clock.parse("DAY1 13:00:00")))
     assert a.status == "ok" and a.mode == "extractive" and a.guard in ("repeated", "echo", "cut short")
-    assert a.answer.startswith("From the memory: ") and re.search(r"\w+'s view, DAY1 1[12]:\d\d: ", a.answer)
+    # a question about what was said is answered with the lines said, as who said them and when
+    said = re.match(r'At 1[12]:\d\d on DAY1, (\w+) said: "([^"]+)"', a.answer)
+    assert said, a.answer
+    assert any(said.group(2) in line for u in a.gathered.units for line in u.text.splitlines())
     assert "The answer is: The answer is" not in a.answer and not repeats(a.answer)
 
 
