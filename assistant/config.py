@@ -192,7 +192,7 @@ class SearchSettings(BaseModel):
     widen: int = Field(1, ge=-1, le=1, description="Each unit handed over is joined by the same wearer's next 30 s "
                        "(1; -1: the 30 s before; 0: off), a fine unit of 60 s: the moment a question asks about "
                        "mostly follows the lines that match it best. On EgoLifeQA DAY1-2 with both encoders, Hit@0 "
-                       "held out 62.3 against 57.3 (README, sixteenth round).")
+                       "held out 62.3 against 57.3 (docs/figures.md, sixteenth round).")
     spread_minutes: float = Field(0.0, ge=0, le=1440, description="Spread the units over moments: the last "
                                   "`spread_share` of the budget goes to the best units at least this many minutes "
                                   "from every unit chosen before them (0: off).")

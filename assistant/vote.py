@@ -29,7 +29,7 @@ An option that is the asker ("Me", "Me, Lucia, Shure") is read with the asker's 
 Each reading is standardised across the options of one question (mean 0, spread 1) and added to
 the model's per-option log-probabilities with the weights of `answer.vote_*` (for an open "who"
 question's people, `answer.who_*`); the weights were
-set by leave-one-day-out on EgoLifeQA DAY1-2 (README, "Answers: the evidence's vote").
+set by leave-one-day-out on EgoLifeQA DAY1-2 (docs/figures.md, "Answers: the evidence's vote").
 """
 
 from __future__ import annotations

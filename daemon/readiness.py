@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-# Rates on 2 cores, for the estimate only (README, Figures): the daemon's first start over the
+# Rates on 2 cores, for the estimate only (docs/figures.md): the daemon's first start over the
 # imported week (`tests/bench_first_start.py --watch`: MiniLM's 31,823 units in 225 s beside the
 # consolidation, one window by base in 21 to 27 s); USE multilingual from `chorus index` on the
 # week beside a consolidation (31,823 units in 457 s, thirteenth round); the other models from

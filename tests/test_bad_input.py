@@ -1,6 +1,6 @@
 """Bad input against a real mosquitto and a real daemon (allow-list and rate limit configured):
 each case gets its code on `errors` (and the asker its reply), the daemon stays up, and the
-caption stored before is untouched. Prints the README's bad-input table rows ("BADINPUT ...").
+caption stored before is untouched. Prints the bad-input table's rows (docs/figures.md) ("BADINPUT ...").
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Faults against a real mosquitto (persistence on) and a real daemon process: kill -9 while it
 ingests and while it consolidates, a broker restart, a long downtime. Afterwards every QoS 1
 caption sent is stored exactly once, every closed window is consolidated once, and the file
-passes `PRAGMA integrity_check`. Each test prints its row of the README's fault table (and appends
+passes `PRAGMA integrity_check`. Each test prints its row of the fault table (docs/figures.md) (and appends
 it to $CHORUS_FAULT_TABLE when set).
 """
 

@@ -4,7 +4,7 @@ lone surrogates, strings at the size limit, every field of the wrong type), on e
 (captions, questions, audio, frames). After each: the process is alive, the coded error arrived,
 and a sentinel caption sent after it is stored. A message that still ends the process (a test-only
 hook stands in for a native crash) is recognised after the second death and refused with `poison`.
-Prints the README's poison table ("POISON ...").
+Prints the poison table (docs/figures.md) ("POISON ...").
 """
 
 from __future__ import annotations
