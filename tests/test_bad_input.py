@@ -117,8 +117,10 @@ def test_a_refused_question_with_wildcards_in_its_id_gets_no_reply_topic_of_them
                            until=lambda got: any(b.get("id") == "a+b/#" for _, b in got)))
     assert {b["code"] for t, b in got if t == f"{R}/errors" and b.get("id") == "a+b/#"} == {"bad_schema"}
     assert proc.poll() is None
+    # an answer through the model: seconds on an idle box, minutes on one busy with other model jobs
+    # (120 s ran out beside a consolidation); the wait ends as soon as it arrives
     ok = asyncio.run(send(broker.port, [(f"{R}/query", json.dumps({"id": "after1", "question": "where?"}).encode())],
-                          [f"{R}/answer/after1"], until=lambda got: bool(got), wait_s=120))
+                          [f"{R}/answer/after1"], until=lambda got: bool(got), wait_s=600))
     assert ok and ok[0][1]["id"] == "after1" and proc.poll() is None
 
 
