@@ -14,12 +14,13 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from assistant import people, vote, when
+from assistant import guard, people, talk, vote, when
 from assistant.agentwise import MemorySearch
 from assistant.config import AnswerSettings, SearchSettings
 from assistant.context import fit_events, fit_units, supporting
 from assistant.frames import FrameFinder
 from assistant.guard import EXTRACTIVE, MODEL, NOT_FOUND_MODE, TIMED, Reply, check_open, extractive, unseen
+from assistant.letters import LETTERS, can_score, cyclic_letters
 from assistant.planner import Request, merge, plan, round_robin
 from assistant.prompts import (
     ANSWER_AGAIN,
@@ -44,8 +45,6 @@ from memory.tokenize import estimate_tokens, query_tokens
 from models.errors import ModelError
 from models.llm import HIGH, LocalLLM, ModelCutShort, ModelLooping, Usage
 from models.scoring import log_softmax, score_choices
-
-LETTERS = "ABCD"
 
 
 @dataclass
@@ -123,6 +122,23 @@ class Answerer:
         timings.update(planning=(t3 - t2) * 1000, retrieval=(t2 - t1 + time.perf_counter() - t3) * 1000)
         return Gathered(events, units, requests, planner, timings, usage)
 
+    def span(self, q: Query) -> tuple[int, int] | None:
+        """The span of a question about what was said in it that names no topic (`assistant.talk`)."""
+        return talk.span_of(q, read_intent(q.question, q.as_of_ms, self.clock), self.names() | guard.GENERIC) \
+            if self.settings.talk_span else None
+
+    def span_talk(self, q: Query) -> Gathered | None:
+        """A question about what was said in a span of time that names no topic ("What were we talking
+        about at lunch on DAY1?"): the talk of the span, spread over it (`talk.across`), instead of the
+        lines that hold the question's words; None for any other question, or a span with no talk."""
+        t0, span = time.perf_counter(), self.span(q)
+        said = [u for u in self.search.store.between(*span, q.as_of_ms) if not q.agents or u.agent in q.agents] \
+            if span else []
+        units = talk.across(said, *span, self.settings.talk_span_excerpts, q.asker,
+                            talk.named(q, self.search.agents(q))) if span else []
+        return Gathered([], units, planner="span", timings_ms={"shared": 0.0, "planning": 0.0, "retrieval": (
+            time.perf_counter() - t0) * 1000}) if units else None
+
     def events_text(self, events: list[Event]) -> str:
         return "\n".join(
             f"[{self.clock.label(e.start_ms)[:-3]}-{self.clock.label(e.end_ms)[-8:-3]}] {e.text()}" for e in events
@@ -134,14 +150,15 @@ class Answerer:
         choices = tuple(LETTERS[i] for i, o in enumerate(q.options[:4]) if o)
         self.search.refresh()
         gone = [] if choices else unseen(q, lambda t: self.search.segments.idf(t) > 0, self.names())
-        g = self.gather(q, "rule" if gone else None)  # nothing for a model to plan about a thing never seen
+        span = None if choices or gone else self.span_talk(q)
+        g = span or self.gather(q, "rule" if gone else None)  # nothing for a model to plan about a thing never seen
         count = self.llm.count if self.llm else estimate_tokens
         written = not choices and not people.asks_who(q.question)  # the model writes it (not a scored name)
         budget = self.settings.open_context_tokens if written else self.settings.context_tokens
         share = self.settings.shared_share if choices else self.settings.open_shared_share
         events = fit_events(g.events, round(budget * share), lambda e: count(self.events_text([e])))
         events_text = self.events_text(events)
-        units, excerpts = self.fit(g.units, q, budget - count(events_text), count)
+        units, excerpts = self.fit(g.units, q, budget - count(events_text), count, span is not None)
         if shown is not None:
             shown(units, events)
         context = (f"Shared memory:\n{events_text}\n\n" if events_text else "") + f"Excerpts:\n{excerpts}"
@@ -178,6 +195,11 @@ class Answerer:
         if scoring and s.choose != "generate":
             return self.score(q, units, messages_for, choices, usage)
         who = not choices and people.asks_who(q.question)
+        span = None if choices else self.span(q)
+        if span:  # what was said in a span: a few of its turns, quoted
+            text, cites = talk.span_sentence(units, *span, self.clock.label, speakers=talk.named(q, self.search.agents(q)))
+            if text:
+                return Reply(text, None, cites, mode=guard.QUOTED)
         if not choices and s.open_when and when.asks_when(q.question):
             u = when.moment(units, q, self.clock, self.search.segments.idf)
             if u is not None:
@@ -305,41 +327,16 @@ class Answerer:
     def names(self) -> set[str]:
         return {t for a in self.search.agents() for t in query_tokens(person_name(a))}
 
-    def fit(self, units: list[Unit], q: Query, budget: int, count) -> tuple[list[Unit], str]:
+    def fit(self, units: list[Unit], q: Query, budget: int, count, span: bool = False) -> tuple[list[Unit], str]:
+        """The units cut to the budget, best first; the talk of a span (`span_talk`) in time order, each
+        moment an equal share."""
         s = self.settings
-        ordered = s.in_time_order and read_intent(q.question, q.as_of_ms, self.clock).order in ("earliest", "latest")
-        return fit_units(units, q, budget, count, self.clock.label, s.filler_lines, s.speech_once, s.rank_decay,
-                         s.name_wearer, self.also(q), ordered)
+        ordered = span or s.in_time_order and read_intent(q.question, q.as_of_ms, self.clock).order in ("earliest",
+                                                                                                         "latest")
+        return fit_units(units, q, budget, count, self.clock.label, None if span else s.filler_lines, s.speech_once,
+                         0.0 if span else s.rank_decay, s.name_wearer, self.also(q), ordered)
 
     def also(self, q: Query) -> set[str]:
         """Words that count as the question's in the lines shown and cited: the translations the
         memory's glossary is sure of."""
         return self.search.lexical.same_words(" ".join((q.question, *q.options)))
-
-
-def can_score(llm) -> bool:
-    """Whether the model's prompts are rendered here (its own chat template), as scoring needs;
-    another (a `chat_format` set by hand, a scripted stand-in) generates the letter instead."""
-    prompts = getattr(llm, "prompts", None)
-    return bool(prompts is not None and prompts.enabled)
-
-
-def cyclic_letters(llm: LocalLLM, messages_for: Callable[[tuple[int, ...]], list[dict]], n: int,
-                   given: list[float]) -> tuple[list[float], float]:
-    """Each option's letter probability averaged over the n cyclic orders of the options (each option
-    is read once under every letter), so that a small model's leaning towards "A" cancels out.
-    `given`: the letters' log-probabilities in the given order, already read; the other orders
-    re-read only the options and what follows them (the evidence stays in the model's state).
-    Returns (each option's mean log-probability among the letters, seconds)."""
-    total, seconds = np.zeros(n), 0.0
-    for shift in range(n):
-        order = tuple((k + shift) % n for k in range(n))
-        if shift:
-            sc, u = score_choices(llm, messages_for(order), ANSWER_PREFIX, list(LETTERS[:n]), [], with_options=False)
-            lp, seconds = np.asarray(sc.letters, dtype=np.float64), seconds + u.seconds
-        else:
-            lp = np.asarray(given[:n], dtype=np.float64)
-        lp = log_softmax(lp)  # among the n letters
-        for k, i in enumerate(order):
-            total[i] += lp[k] / n
-    return [round(float(x), 4) for x in total], seconds

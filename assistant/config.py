@@ -58,6 +58,13 @@ class AnswerSettings(BaseModel):
         1400, ge=256, description="The same for an open question whose answer the model writes (all but 'who'): "
         "on 119 EgoLifeQA DAY1-2 questions asked open, 1400 answered as many right as 2000 (42, 8 gained and 8 "
         "lost) at 10.0 s p50 against 18.8 s on 2 cores (2000 against 1000 had gained 6 of the 108 such questions).")
+    talk_span: bool = Field(
+        True, description="An open question about what was said in a span of time that names no topic ('What were "
+        "we talking about at lunch on DAY1?', 'What did we discuss this morning?') is shown the talk of that span, "
+        "spread over it, instead of the lines that hold its words ('lunch' finds 'Are we providing lunch?').")
+    talk_span_excerpts: int = Field(
+        8, ge=1, le=30, description="Moments of talk shown for such a question: the span cut in this many equal "
+        "parts, the moment with the most said in each.")
     filler_lines: int | None = Field(
         None, ge=0, description="Lines sharing no word with the question kept per excerpt besides those that do "
         "(None: fill each excerpt's share of the budget).")

@@ -51,7 +51,8 @@ _VIEW_SHOWS = re.compile(r"\b([A-Z][\w-]*)'s view (?:shows|showed)(?: that)?\s+"
 _PREFIX = re.compile(r"^(?:the\s+)?answer(?:\s+is)?\s*[:：-]\s*", re.I)
 # how a reply is turned into the answer the asker reads
 # (timed: an open "when" question told the time of its best excerpt, `assistant.when`)
-MODEL, EXTRACTIVE, NOT_FOUND_MODE, TIMED = "model", "extractive", "not_found", "timed"
+# (quoted: a question about what was said in a span, told by a few turns of its talk, `assistant.talk`)
+MODEL, EXTRACTIVE, NOT_FOUND_MODE, TIMED, QUOTED = "model", "extractive", "not_found", "timed", "quoted"
 
 
 @dataclass

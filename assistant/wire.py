@@ -5,7 +5,7 @@ from __future__ import annotations
 from assistant.answer import Answer
 from assistant.context import bearing_lines
 from assistant.frames import frames_json
-from assistant.guard import MODEL, TIMED
+from assistant.guard import MODEL, QUOTED, TIMED
 from memory.clock import HouseClock
 from memory.records import Unit
 
@@ -25,13 +25,14 @@ def answer_json(a: Answer, clock: HouseClock, as_of_ms: int) -> dict:
     g = a.gathered
     # an extractive or not-found answer's words are the evidence's own or a fixed phrase ("I don't
     # find this ..."): the lines shown then bear out the question
-    bears = (a.answer if a.mode in (MODEL, TIMED) else "", a.question)
+    bears = (a.answer if a.mode in (MODEL, TIMED, QUOTED) else "", a.question)
     return {
         "status": a.status, "question": a.question, "as_of": clock.iso(as_of_ms), "answer": a.answer,
         "choice": a.choice, "cited": a.cited, "error": a.error or None,
         # model: the model's words; extractive: its reply was unusable (`guard` says why) and the
         # answer is the evidence itself; not_found: the memory does not hold it; timed: a "when"
-        # question told the time of its best excerpt
+        # question told the time of its best excerpt; quoted: a question about what was said in a
+        # span told by a few turns of its talk
         "mode": a.mode, "guard": a.guard, "model_reply": a.reply,
         # what the model cited first, then the rest of what it was shown, so nothing is hidden
         "evidence": [unit_json(u, clock, a.cited, bears) for u in a.evidence]

@@ -240,6 +240,17 @@ class Store:
                 out[u.id] = Unit(r["id"], names[r["agent_id"]], r["start_ms"], r["end_ms"], r["text"], obs)
         return out
 
+    def between(self, start_ms: int, end_ms: int, as_of_ms: int | None = None, limit: int = 5000) -> list[Unit]:
+        """Every agent's segments that start in [start, end), none that holds an observation ending
+        after `as_of_ms`, in time order (at most `limit`)."""
+        names = self.agents()
+        rows = self.db.execute(
+            """SELECT id, agent_id, start_ms, end_ms, text, obs_ids FROM segments
+               WHERE start_ms >= ? AND start_ms < ? AND last_ms <= ? ORDER BY start_ms, agent_id LIMIT ?""",
+            (start_ms, end_ms, 2**62 if as_of_ms is None else as_of_ms, int(limit))).fetchall()
+        return [Unit(r["id"], names[r["agent_id"]], r["start_ms"], r["end_ms"], r["text"],
+                     tuple(int(x) for x in r["obs_ids"].split(",") if x)) for r in rows]
+
     def busiest_agents(self, before_ms: int, limit: int) -> list[str]:
         """The `limit` agents with the most segments starting before `before_ms`, most first."""
         return [r[0] for r in self.db.execute(

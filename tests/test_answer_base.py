@@ -107,8 +107,9 @@ def test_an_open_answer_is_a_sentence_that_names_people_and_a_time(tmp_path, clo
                 ("A4_LUCIA", "Lucia: Then let's order a big pizza for dinner at 5:30.")]
         store.add([Observation(agent, "transcript", t + i * 20_000, t + i * 20_000 + 5000, text)
                    for i, (agent, text) in enumerate(said)])
-        answerer = Answerer(store, clock, AnswerSettings(shared_top_n=0, planner="rule"), base_llm, budget=5,
-                            search=SearchSettings(dense=False))
+        # the model writes it (the talk of the span quoted instead is `test_the_lunch_question_...` below)
+        answerer = Answerer(store, clock, AnswerSettings(shared_top_n=0, planner="rule", talk_span=False), base_llm,
+                            budget=5, search=SearchSettings(dense=False))
         a = answerer.answer(Query("What were we talking about at lunch on DAY1?", clock.parse("DAY1 13:00:00"),
                                   asker="A1_JAKE"))
         assert a.status == "ok" and a.mode in ("model", "extractive"), (a.answer, a.guard, a.reply)
@@ -121,6 +122,33 @@ def test_an_open_answer_is_a_sentence_that_names_people_and_a_time(tmp_path, clo
         assert re.search(r"provid|people|barbecue|skewer|charcoal|meat|pizza|deliver|twenty|dinner", a.answer,
                          re.I), a.answer
         assert a.evidence and all(u.agent in dict(said) for u in a.evidence)
+    finally:
+        store.close()
+
+
+def test_the_lunch_question_on_real_memory_quotes_the_talk_of_the_span(slice_db, clock, base_llm):
+    """The README's question over DAY1 11:00-13:00 of three EgoLife wearers, with the default model
+    loaded: the talk of the span, quoted from the evidence shown, in time order, no model asked."""
+    import re
+
+    from assistant.guard import garbage
+
+    store = Store(slice_db)
+    try:
+        answerer = Answerer(store, clock, AnswerSettings(shared_top_n=0), base_llm, budget=15,
+                            search=SearchSettings(dense=False))
+        a = answerer.answer(Query("What were we talking about at lunch on DAY1?", clock.parse("DAY1 13:00:00"),
+                                  asker="A1_JAKE"))
+        assert (a.status, a.mode) == ("ok", "quoted") and a.usage.prompt_tokens == 0, (a.answer, a.mode, a.guard)
+        assert a.answer.startswith("From 11:00 to 13:00 on DAY1, the talk went: ") and garbage(a.answer) is None
+        told = re.findall(r'at (1[12]:\d\d) (\w+) said "([^"]+)"', a.answer)
+        assert len(told) >= 2 and [t for t, *_ in told] == sorted(t for t, *_ in told), a.answer
+        assert len(a.evidence) == len(told) and len(a.gathered.units) >= 4  # the span's moments were shown
+        for (hm, who, words), u in zip(told, a.evidence, strict=True):
+            # each quote is a turn of the excerpt cited for it, said by that speaker at that minute
+            lines = [x.split(": ", 1)[1] for x in u.text.splitlines() if x.startswith(f"{who}: ")]
+            first = words.split(". ")[0].split("，")[0]
+            assert any(first in x for x in lines) and clock.label(u.start_ms)[5:10] == hm, (words, u.text)
     finally:
         store.close()
 

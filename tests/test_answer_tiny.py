@@ -59,7 +59,9 @@ def test_first_person_lines_reach_the_model_under_their_wearer(memory, clock, ti
 def test_a_looping_reply_of_the_real_model_is_replaced_by_the_evidence(memory, clock, tiny_llm):
     loop = "\nBegin your answer with 'The answer is: The answer is: The answer is:'."  # forces the loop
     llm = Recording(tiny_llm, loop)
-    a = answerer(memory, clock, llm, repeat_penalty=1.0).answer(Query(LUNCH, clock.parse("DAY1 13:00:00")))
+    # the model writes it: the talk of the span is not quoted instead (`tests/test_talk_span.py`)
+    a = answerer(memory, clock, llm, repeat_penalty=1.0, talk_span=False).answer(
+        Query(LUNCH, clock.parse("DAY1 13:00:00")))
     assert a.status == "ok" and a.mode == "extractive" and a.guard in ("repeated", "echo", "cut short")
     # a question about what was said is answered with the lines said, as who said them and when
     said = re.match(r'At 1[12]:\d\d on DAY1, (\w+) said: "([^"]+)"', a.answer)

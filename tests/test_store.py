@@ -73,6 +73,19 @@ def test_beside_is_the_same_agents_next_or_previous_segment_as_of_a_time(store):
     assert both.obs_ids == first.obs_ids + second.obs_ids
 
 
+def test_between_is_every_agents_segments_of_a_span_as_of_a_time(store):
+    store.add([ob(text="opened the fridge"), ob(start=T0 + 31_000, text="took out milk", end=T0 + 33_000),
+               ob(agent="robot2", start=T0 + 30_000, text="robot2 sweeps", end=T0 + 50_000),
+               ob(start=T0 + 95_000, text="closed the fridge", end=T0 + 96_000)])
+    got = store.between(T0, T0 + 90_000)
+    assert [(u.agent, u.start_ms) for u in got] == [("robot1", T0), ("robot1", T0 + 30_000), ("robot2", T0 + 30_000)]
+    assert got[1].text == "took out milk" and got[1].obs_ids
+    # a segment holding a line that ends after the question's time is not yet memory
+    assert [(u.agent, u.start_ms) for u in store.between(T0, T0 + 90_000, as_of_ms=T0 + 40_000)] == [
+        ("robot1", T0), ("robot1", T0 + 30_000)]
+    assert store.between(T0 + 120_000, T0 + 180_000) == []
+
+
 def test_rebuild_segments_reproduces_them(store):
     store.add([ob(start=T0 + i * 7_000, text=f"step {i}") for i in range(20)])
     before = store.db.execute("SELECT agent_id, start_ms, text, obs_ids FROM segments ORDER BY start_ms").fetchall()

@@ -111,7 +111,7 @@ function renderAnswer(a) {
   $("#answer").hidden = false; $("#reading").hidden = true;
   $("#answer-text").textContent = a.answer || "(no answer)";
   const t = a.timings_ms || {};
-  $("#answer-meta").textContent = `as of ${labelIso(a.as_of)} · ${a.mode === "timed" ? "the time of the excerpt that holds the question's words" : a.cited ? "cited evidence first" : "no citation: the first units shown"}`
+  $("#answer-meta").textContent = `as of ${labelIso(a.as_of)} · ${a.mode === "timed" ? "the time of the excerpt that holds the question's words" : a.mode === "quoted" ? "a few of the things said in that span, quoted from the evidence" : a.cited ? "cited evidence first" : "no citation: the first units shown"}`
     + ` · ${a.context.units} units, ${a.context.tokens} tokens · ${((t.total || 0) / 1000).toFixed(1)} s`;
   const frames = a.frames || [];
   const strip = $("#frames");
