@@ -71,7 +71,7 @@ class Answer:
     status: str = "ok"
     error: str = ""
     frames: list = field(default_factory=list)  # (Frame, why, distance) shown with the answer
-    mode: str = MODEL  # model | extractive (the reply was unusable) | not_found | timed
+    mode: str = MODEL  # model | extractive (the reply was unusable) | not_found | timed | quoted (talk of a span)
     guard: str | None = None  # why the model's reply was not shown as it was
     reply: str | None = None  # the model's own words when they were not shown
     scores: dict | None = None  # multiple choice by scoring: each reading's log-probabilities, picks, seconds
