@@ -127,15 +127,14 @@ class Answerer:
         return talk.span_of(q, read_intent(q.question, q.as_of_ms, self.clock), self.names() | guard.GENERIC) \
             if self.settings.talk_span else None
 
-    def span_talk(self, q: Query) -> Gathered | None:
+    def span_talk(self, q: Query, span: tuple[int, int]) -> Gathered | None:
         """A question about what was said in a span of time that names no topic ("What were we talking
         about at lunch on DAY1?"): the talk of the span, spread over it (`talk.across`), instead of the
-        lines that hold the question's words; None for any other question, or a span with no talk."""
-        t0, span = time.perf_counter(), self.span(q)
-        said = [u for u in self.search.store.between(*span, q.as_of_ms) if not q.agents or u.agent in q.agents] \
-            if span else []
+        lines that hold the question's words; None for a span with no talk."""
+        t0 = time.perf_counter()
+        said = [u for u in self.search.store.between(*span, q.as_of_ms) if not q.agents or u.agent in q.agents]
         units = talk.across(said, *span, self.settings.talk_span_excerpts, q.asker,
-                            talk.named(q, self.search.agents(q))) if span else []
+                            talk.named(q, self.search.agents(q)))
         return Gathered([], units, planner="span", timings_ms={"shared": 0.0, "planning": 0.0, "retrieval": (
             time.perf_counter() - t0) * 1000}) if units else None
 
@@ -150,8 +149,10 @@ class Answerer:
         choices = tuple(LETTERS[i] for i, o in enumerate(q.options[:4]) if o)
         self.search.refresh()
         gone = [] if choices else unseen(q, lambda t: self.search.segments.idf(t) > 0, self.names())
-        span = None if choices or gone else self.span_talk(q)
-        g = span or self.gather(q, "rule" if gone else None)  # nothing for a model to plan about a thing never seen
+        span = None if choices or gone else self.span(q)
+        g = self.span_talk(q, span) if span else None
+        span = span if g else None  # a span where nothing was said is searched as any question
+        g = g or self.gather(q, "rule" if gone else None)  # nothing for a model to plan about a thing never seen
         count = self.llm.count if self.llm else estimate_tokens
         written = not choices and not people.asks_who(q.question)  # the model writes it (not a scored name)
         budget = self.settings.open_context_tokens if written else self.settings.context_tokens
@@ -168,6 +169,9 @@ class Answerer:
         if not choices and (gone or not units):  # the memory never held it: no model can say more
             why = f"never seen: {', '.join(gone)}" if gone else "no evidence"
             r = Reply(extractive(units, q, self.clock.label, found=False), mode=NOT_FOUND_MODE, guard=why)
+        elif span and (quoted := talk.span_sentence(units, *span, self.clock.label,
+                                                     speakers=talk.named(q, self.search.agents(q))))[0]:
+            r = Reply(quoted[0], None, quoted[1], mode=guard.QUOTED)  # a few of the span's turns, no model
         elif self.llm is None:
             raise ModelError("answering needs a model")
         else:
@@ -195,11 +199,6 @@ class Answerer:
         if scoring and s.choose != "generate":
             return self.score(q, units, messages_for, choices, usage)
         who = not choices and people.asks_who(q.question)
-        span = None if choices else self.span(q)
-        if span:  # what was said in a span: a few of its turns, quoted
-            text, cites = talk.span_sentence(units, *span, self.clock.label, speakers=talk.named(q, self.search.agents(q)))
-            if text:
-                return Reply(text, None, cites, mode=guard.QUOTED)
         if not choices and s.open_when and when.asks_when(q.question):
             u = when.moment(units, q, self.clock, self.search.segments.idf)
             if u is not None:

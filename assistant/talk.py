@@ -85,13 +85,18 @@ def across(units: list[Unit], lo: int, hi: int, most: int, asker: str | None = N
     return [u for _, (_, u) in sorted(best.items())]
 
 
+def said_by(line: str) -> tuple[str, str]:
+    """(speaker, words) of a line of speech ("Jake: Are we providing lunch?")."""
+    return speaker_of(line) or "", re.split(r"[:：]\s", line, maxsplit=1)[-1].strip()
+
+
 def turns(u: Unit) -> list[tuple[str, str]]:
     """(speaker, words) of the unit's speech, a speaker's lines in a row joined into one turn ("So if
     anyone has any ideas," + "like short videos you've seen before,"), a Chinese line whose English
     twin stands beside it left out."""
     out: list[tuple[str, str]] = []
     for line in english_first([line for line in unit_lines(u) if speaker_of(line)]):
-        who, words = speaker_of(line) or "", re.split(r"[:：]\s*", line, maxsplit=1)[-1].strip()
+        who, words = said_by(line)
         if out and out[-1][0] == who and is_cjk(out[-1][1]) == is_cjk(words):
             out[-1] = (who, _joined(out[-1][1], words))
         else:
@@ -179,7 +184,7 @@ def _told(u: Unit, lines: list[str], label: Callable[[int], str]) -> str:
     """'At 11:53 on DAY1, Jake said: "..."; Katrina: "..."'."""
     said: list[tuple[str, str]] = []
     for line in lines:
-        who, words = speaker_of(line) or "", re.split(r"[:：]\s", line, maxsplit=1)[-1].strip()
+        who, words = said_by(line)
         if said and said[-1][0] == who:
             said[-1] = (who, f"{said[-1][1]} {words}")
         else:
