@@ -106,19 +106,39 @@ class Retrievers:
 
     def prepare(self, progress: Callable[[int, str], Callable[[int], None]] | None = None, *,
                 lexical: bool = True, stop: Callable[[], bool] | None = None, batch: int = BATCH,
-                encoders: tuple[str, ...] = ()) -> dict[str, int]:
+                encoders: tuple[str, ...] = (), step: int | None = None) -> dict[str, int]:
         """Brings every index up to date, embedding any backlog (a first run over an imported week
         takes minutes on 2 cores); `progress(total, name)` gives a callback per embedded batch.
         `encoders`: those to prepare besides the configured one. `batch`: rows embedded and committed
         at a time; `stop` is asked between them (the daemon's indexer passes a small one, so that it
         stops and yields quickly); 1,024 embedded the week in 11-13 % less time than 256 (each batch is
-        sorted by length, and a larger one pads less and leaves a core idle less often at its end)."""
+        sorted by length, and a larger one pads less and leaves a core idle less often at its end).
+        `step`: the vector indices take turns, about `step` rows each, so that every encoder's
+        vectors advance through the backlog together, oldest first (the daemon's catch-up: without
+        turns, the second encoder, the only one that reads Chinese lines, started on the first day
+        only once the first encoder had done the whole week)."""
         if lexical:
             self.index.refresh()
         self.entities.refresh()  # the daemon's background indexer keeps it up to date for questions
         if self.settings.translations or self.settings.chain_translations:
             self.glossary().learn_if_due()
         done: dict[str, int] = {}
+        indices = self._to_embed(encoders)
+        ticks: dict[str, Callable[[int], None]] = {}
+        while indices:
+            for vi in indices:
+                if progress and vi.name not in ticks:
+                    ticks[vi.name] = progress(vi.pending(), vi.name)
+                done[vi.name] = done.get(vi.name, 0) + vi.refresh(ticks.get(vi.name), stop=stop, batch=batch,
+                                                                  most=step)
+            if step is None or (stop and stop()):
+                break
+            indices = [vi for vi in indices if vi.pending()]
+        return done
+
+    def _to_embed(self, encoders: tuple[str, ...]) -> list:
+        """The vector indices that `prepare` keeps up to date, the configured encoder's first."""
+        out = []
         second = self.settings.second_encoder
         for enc in dict.fromkeys((self.settings.encoder, *((second,) if second else ()), *encoders)):
             if not self.dense_ok(enc):
@@ -126,10 +146,8 @@ class Retrievers:
             seg, ev, _ = self._open(enc)
             # a second encoder searches the units only: the events are found by the first
             only_units = enc == second and enc != self.settings.encoder and enc not in encoders
-            for vi in (seg,) if only_units else (seg, ev):
-                tick = progress(vi.pending(), vi.name) if progress else None
-                done[vi.name] = vi.refresh(tick, stop=stop, batch=batch)
-        return done
+            out += [seg] if only_units else [seg, ev]
+        return out
 
     def make(self, name: str, overrides: dict | None = None, pool_cache: dict | None = None):
         """The retriever of that name; `overrides` set `SearchSettings` fields (the weight search

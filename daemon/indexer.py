@@ -11,6 +11,7 @@ from assistant.retrievers import Retrievers
 from memory.db import is_full
 
 logger = logging.getLogger(__name__)
+TURN = 256  # rows each vector index embeds before the next one's turn: the encoders advance together
 
 
 class Indexer:
@@ -27,7 +28,8 @@ class Indexer:
             return
         while True:
             try:
-                done = await asyncio.to_thread(self.mine.prepare, lexical=False, stop=self.stop, batch=32)
+                done = await asyncio.to_thread(self.mine.prepare, lexical=False, stop=self.stop, batch=32,
+                                                step=TURN)
                 if any(done.values()):
                     logger.info("embedded %s", done)
             except Exception as e:  # a full disk: the vectors wait, the daemon keeps serving

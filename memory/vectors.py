@@ -71,14 +71,16 @@ class VectorIndex:
         return self.store.db.execute(f"SELECT COUNT(*) FROM {self.source.table} WHERE rev > ?", (rev,)).fetchone()[0]
 
     def refresh(self, progress: Callable[[int], None] | None = None, *, limit: int | None = None,
-                stop: Callable[[], bool] | None = None, batch: int = BATCH) -> int:
+                stop: Callable[[], bool] | None = None, batch: int = BATCH, most: int | None = None) -> int:
         """Embeds the rows changed since the last refresh; returns how many were (re)embedded.
         With `limit`, a backlog larger than that is left alone (to a background refresh) and 0
-        returned. `stop()` is asked between batches: a stopped (or killed) refresh keeps what it
+        returned. With `most`, the oldest `most` rows of the backlog are embedded, and the rest of
+        the store revision the last of them belongs to (a revision is never split between calls,
+        so the next call goes on after it). `stop()` is asked between batches: a stopped (or killed) refresh keeps what it
         stored and the next one goes on from the last store revision it finished. On a full disk the rows wait (logged, 0 returned): a
         question is answered without their vectors."""
         try:
-            return self._refresh(progress, limit, stop, batch)
+            return self._refresh(progress, limit, stop, batch, most)
         except (sqlite3.OperationalError, OSError) as e:
             if not is_full(e):
                 raise
@@ -86,7 +88,7 @@ class VectorIndex:
             return 0
 
     def _refresh(self, progress: Callable[[int], None] | None, limit: int | None,
-                 stop: Callable[[], bool] | None, batch: int) -> int:
+                 stop: Callable[[], bool] | None, batch: int, most: int | None = None) -> int:
         rev = self._ensure()
         s = self.source
         db = self.store.db
@@ -94,6 +96,10 @@ class VectorIndex:
         if limit is not None and db.execute(f"SELECT COUNT(*) FROM {s.table} WHERE rev > ? AND rev <= ?",
                                             (rev, top)).fetchone()[0] > limit:
             return 0
+        if most is not None:  # up to the revision of the backlog's `most`-th row, whole
+            last = db.execute(f"SELECT rev FROM {s.table} WHERE rev > ? AND rev <= ? ORDER BY rev LIMIT 1 OFFSET ?",
+                              (rev, top, max(most, 1) - 1)).fetchone()
+            top = last[0] if last else top
         # in revision order, so that the revision reached is saved with each batch: a stopped or
         # killed refresh resumes there (redoing at most the rows of one store revision)
         rows = db.execute(

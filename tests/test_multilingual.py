@@ -130,6 +130,24 @@ def test_a_second_encoder_gives_the_chinese_only_memories_a_dense_search(store, 
     assert pool.make("no-second").second is None and pool.make("lexical-only").second is None
 
 
+def test_the_encoders_catch_up_together_oldest_first(store, clock, use):
+    """The daemon's catch-up after an import: with `step`, MiniLM and USE take turns through the
+    backlog, so the first hours get the Chinese-reading vectors before MiniLM has done the rest
+    (before, USE started only once MiniLM had embedded the whole week)."""
+    for hour in range(3):
+        store.add([obs("A1_JAKE", hour * 3600, f"I open box number {hour}."), obs("A2_ALICE", hour * 3600, "我在拧螺丝")])
+    s = SearchSettings(encoder="minilm", second_encoder="use-multilingual")
+    pool = Retrievers(store, clock, s, embedder_factory=None)
+    turns = []
+    done = pool.prepare(lambda total, name: lambda n: turns.append((name, n)), step=1)
+    assert turns == [("segments", 2), ("segments_use", 2)] * 3  # the events have none
+    assert done == {"segments": 6, "events": 0, "segments_use": 6}
+    assert pool.vectors()[0].pending() == 0 and pool.vectors("use-multilingual")[0].pending() == 0
+    store.add([obs("A2_ALICE", 4 * 3600, "我在切西瓜")])
+    halted = pool.prepare(step=1, stop=lambda: True)  # a question in flight: not a row embedded
+    assert sum(halted.values()) == 0 and pool.vectors("use-multilingual")[0].pending() == 1
+
+
 def test_a_second_encoder_must_be_another():
     with pytest.raises(ValueError, match="is the encoder itself"):
         SearchSettings(encoder="minilm", second_encoder="minilm")

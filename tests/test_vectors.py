@@ -223,3 +223,19 @@ def test_the_sign_bit_shortlist_keeps_the_nearest_and_the_filters():
         assert [s for _, s in got] == sorted((s for _, s in got), reverse=True)
         recalls.append(len(exact & {i for i, _ in got}) / k)
     assert np.mean(recalls) >= 0.9, recalls
+
+
+def test_a_refresh_of_at_most_n_rows_takes_whole_revisions_oldest_first(store):
+    """`most` bounds a turn of the daemon's catch-up; a revision is never split, so a revision larger
+    than `most` is done whole rather than redone forever."""
+    store.add([obs("A", 0, "first hour one"), obs("A", 10, "first hour two"), obs("B", 0, "first hour three")])
+    store.add([obs("A", 3600, "second hour")])
+    store.add([obs("A", 7200, "third hour")])
+    embed = CountingEmbed()
+    vi = VectorIndex(store, embed, model="letters", dim=26)
+    assert vi.refresh(most=1) == 2  # the first revision holds 2 units (A and B): both, nothing of the next
+    assert sorted(embed.seen) == ["first hour one\nfirst hour two", "first hour three"]
+    assert vi.pending() == 2
+    assert vi.refresh(most=1) == 1 and embed.seen[-1] == "second hour"
+    assert vi.refresh(most=5) == 1 and embed.seen[-1] == "third hour"
+    assert vi.refresh(most=5) == 0 and vi.pending() == 0 and len(embed.seen) == 4
