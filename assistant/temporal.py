@@ -36,6 +36,10 @@ _AGO = re.compile(r"\b(\d+|one|a|an|two|three|four|five|six|seven|eight|half|sev
 _DAY = re.compile(r"\bday\s*(\d+)\b", re.I)
 _PART = re.compile(r"\b(this|that|yesterday|today'?s?|in the)?\s*(morning|noon|afternoon|evening|night|tonight|"
                    r"lunch|breakfast|dinner)\b", re.I)
+# "for dinner", "dinner plans": a meal ahead, not a time the question is about
+_AHEAD = re.compile(r"\b(for|next|tomorrow'?s?|tomorrow)\s+(the\s+)?$", re.I)
+# "last night", "the night before last": the night(s) before as_of's day, in days back
+_NIGHTS = ((re.compile(r"\bthe night before last\b", re.I), 2), (re.compile(r"\blast night\b", re.I), 1))
 
 
 # words that say when or how often, not what: never a question's key entity
@@ -90,14 +94,27 @@ def read_intent(question: str, as_of: int, clock: HouseClock) -> Intent:
     elif re.search(r"\btoday\b|\bthis (morning|afternoon|evening)\b|\btonight\b", q, re.I):
         lo, hi, scale = midnight, as_of, 3 * HOUR
         cues.append("today")
+    order = _order(q)
     part = _PART.search(q)
-    if part and part.group(2).lower() in PARTS:
+    night = next((back for rx, back in _NIGHTS if rx.search(q)), 0)
+    if night and lo is None:  # the night from 18:00 to 05:00, `night` days back
+        lo, hi, scale = midnight - night * DAY + 18 * HOUR, midnight - (night - 1) * DAY + 5 * HOUR, HOUR
+        cues.append("night")
+    elif part and part.group(2).lower() in PARTS:
         a, b = PARTS[part.group(2).lower()]
         base = lo if lo is not None else midnight
         if part.group(1) and part.group(1).lower() == "yesterday":
             base = midnight - DAY
         if lo is not None or (part.group(1) or "").lower() in ("this", "today", "todays", "today's", "yesterday"):
             lo, hi, scale = base + a * HOUR, base + b * HOUR, HOUR
+            cues.append(part.group(2).lower())
+        elif order is None and not _AHEAD.search(q[:part.start(2)]):
+            # a bare part ("at noon", "in the afternoon", "during lunch"): the latest one begun at
+            # least an hour before as_of (today's, or yesterday's when today's has hardly begun)
+            start = midnight + a * HOUR
+            if as_of - start < HOUR:
+                start -= DAY
+            lo, hi, scale = start, start + (b - a) * HOUR, HOUR
             cues.append(part.group(2).lower())
     ago = _AGO.search(q)
     if ago and lo is None:
@@ -106,16 +123,20 @@ def read_intent(question: str, as_of: int, clock: HouseClock) -> Intent:
         center = as_of - int(n * unit)
         lo, hi, scale = center - int(0.5 * unit), center + int(0.5 * unit), unit
         cues.append("ago")
-    order = None
-    if _HABIT.search(q):
-        order = "spread"
-    elif _EARLIEST.search(q):
-        order = "earliest"
-    elif _LATEST.search(q):
-        order = "latest"
     if order:
         cues.append(order)
     if lo is None and _RECENT.search(q) and order is None:
         lo, hi, scale = as_of - HOUR, as_of, 2 * HOUR
         cues.append("recent")
     return Intent(lo, min(hi, as_of) if hi is not None else None, order, scale, tuple(cues))
+
+
+def _order(q: str) -> str | None:
+    """latest / earliest / spread (a habit), or None."""
+    if _HABIT.search(q):
+        return "spread"
+    if _EARLIEST.search(q):
+        return "earliest"
+    if _LATEST.search(q):
+        return "latest"
+    return None

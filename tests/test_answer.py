@@ -171,7 +171,8 @@ def test_an_open_question_the_model_writes_gets_the_larger_context(slice_db, clo
 
     store = Store(slice_db)
     try:
-        settings = AnswerSettings(planner="rule", shared_top_n=0, context_tokens=800, open_context_tokens=2400)
+        settings = AnswerSettings(planner="rule", shared_top_n=0, context_tokens=800, open_context_tokens=2400,
+                                      talk_span=False)  # "at lunch" is a span now: its talk would be quoted
         t = clock.parse("DAY1 13:00:00")
 
         def size(question, options=(), reply=None):

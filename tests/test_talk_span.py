@@ -30,7 +30,8 @@ def unit(agent, start, text, i=1):
     ("What were Katrina and Jake discussing yesterday evening?", True),
     ("What did we discuss this morning about the dessert?", False),  # a topic: the dessert
     ("What did Katrina say about fruit yesterday?", False),
-    ("What were we talking about at lunch?", False),  # no span it can be read as: which day's lunch?
+    ("What were we talking about at lunch?", True),  # the latest lunch begun an hour before: today's
+    ("What were we talking about?", False),  # no span
     ("What did we eat at lunch on DAY1?", False),  # not about talk
 ])
 def test_a_span_question_names_a_time_and_no_topic(question, span, clock):
