@@ -37,6 +37,9 @@ def asks_when(question: str) -> bool:
     word = question_word(question)
     return word == "when" or (word in ("what", "how") and bool(_TIME.search(question)))
 
+# beyond this an answer names the day and time, not how long ago
+AGO_MOST_MS = 8 * DAY
+
 
 def _number(n: int) -> str:
     return _WORDS[n] if 0 <= n < len(_WORDS) else str(n)
@@ -123,4 +126,8 @@ def moment(units: list[Unit], q: Query, clock: HouseClock, idf: Callable[[str], 
 def sentence(u: Unit, q: Query, clock: HouseClock) -> str:
     line = " / ".join(best_lines(u, key_words(q.question), 1)).strip().rstrip(" .;。")
     line = line if len(line) <= 140 else line[:137] + "..."
-    return f'{ago(u.start_ms, q.as_of_ms, clock)} ({clock.label(u.start_ms)[:-3]}): "{line}".'
+    label = clock.label(u.start_ms)[:-3]
+    if q.as_of_ms - u.start_ms > AGO_MOST_MS:  # "697 days ago" says nothing: a recording asked about long after
+        day, _, hm = label.partition(" ")
+        return f'On {day} at {hm}: "{line}".'
+    return f'{ago(u.start_ms, q.as_of_ms, clock)} ({label}): "{line}".'

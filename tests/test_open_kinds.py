@@ -98,6 +98,9 @@ def test_the_moment_that_answers_follows_the_question_s_order(clock):
     only_now = Query("When was the last time cherries were mentioned?", at("DAY2 10:50:00"))
     assert when.moment(cherries[:2], only_now, clock, idf).id == 6  # nothing before: the latest there is
     assert when.sentence(units[0], first, clock) == 'About four hours ago (DAY1 13:59): "Tasha: We can cook hot pot here".'
+    # a recording asked about long after (chat's as-of is the wall clock): the day and time, not "697 days ago"
+    late = Query("When did we first mention hot pot?", units[0].start_ms + 697 * when.DAY)
+    assert when.sentence(units[0], late, clock) == 'On DAY1 at 13:59: "Tasha: We can cook hot pot here".'
 
 
 def test_a_name_is_scored_by_its_own_probability_not_its_tokens_mean(monkeypatch):
