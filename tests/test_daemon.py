@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import signal
 import subprocess
 import sys
@@ -208,6 +209,19 @@ def test_embedded_broker_when_none_is_configured_and_chat_gets_answers(tmp_path,
         first = chat.stdout.strip().splitlines()[0].removeprefix("? ")
         assert first[:2] in ("A.", "B.", "C.", "D."), chat.stdout
         assert "DAY1 11:" in chat.stdout  # evidence with agent and local time
+        # asked as of a moment of the recording: nothing later is evidence
+        chat = subprocess.run(
+            [sys.executable, "-m", "daemon.cli", "chat", "--as-of", "DAY1 11:21:02"], cwd=ROOT, env=env,
+            capture_output=True, text=True, input="Who used the screwdriver first? | Tasha | Alice | Shure | Lucia\n",
+            timeout=300,
+        )
+        assert chat.returncode == 0, chat.stderr
+        assert "as of DAY1 11:21:02" in chat.stderr
+        shown = re.findall(r"DAY1 (\d\d:\d\d:\d\d)", chat.stdout)
+        assert shown and max(shown) < "11:21:02", chat.stdout
+        bad = subprocess.run([sys.executable, "-m", "daemon.cli", "chat", "--as-of", "tea time"], cwd=ROOT, env=env,
+                             capture_output=True, text=True, input="", timeout=60)
+        assert bad.returncode != 0 and "--as-of" in bad.stderr
     finally:
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(30) == 0

@@ -2,6 +2,8 @@
 
 History is kept in ~/.chorus_history; Ctrl-C drops the current question, Ctrl-D (or `quit`)
 leaves. Options are written after the question with ` | `: `Who cooked? | Alice | Tasha`.
+`--as-of "DAY1 11:21:02"` asks every question as of that moment (a recording asked about after
+the fact: "first", "just now" and "this morning" are then read from there, not from today).
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from pathlib import Path
 
 import daemon.cli.options as options
 from daemon.cli.options import Command
-from daemon.cli.support import evidence_line, question_retrievers, settings_of, store_of
+from daemon.cli.support import evidence_line, parse_time, question_retrievers, settings_of, store_of
 
 HISTORY = Path(os.environ.get("CHORUS_HISTORY", Path.home() / ".chorus_history"))
 
@@ -82,6 +84,7 @@ def repl(ask: Callable[[str, list[str]], dict], label: Callable[[str], str], whe
 def chat_arguments(p: argparse.ArgumentParser) -> None:
     options.asker(p, "who asks: 'I' in the questions means this agent")
     p.add_argument("--local", action="store_true", help="answer in process even when a daemon runs")
+    options.as_of(p, "ask every question as of this time ('DAY1 11:21:02', ISO 8601, epoch ms; default: now)")
     options.common(p)
 
 
@@ -97,6 +100,8 @@ def cmd_chat(args) -> int:
     m = settings.mqtt
     host = m.host or "127.0.0.1"
     asker = args.asker or settings.retrieval.asker
+    at = None if args.as_of in (None, "", "now") else parse_time(clock, args.as_of, "--as-of")
+    when = f", as of {clock.label(at)}" if at is not None else ""
 
     def label(iso: str) -> str:
         return clock.label(int(datetime.fromisoformat(iso).timestamp() * 1000))
@@ -105,16 +110,16 @@ def cmd_chat(args) -> int:
     if not args.local and asyncio.run(daemon_online(host, m.port, m.root, conn=conn)):
         def ask(question, choices):
             return asyncio.run(ask_over_mqtt(host, m.port, m.root, question, choices, asker, conn=conn,
-                                             progress=say_stage))
+                                             progress=say_stage, as_of=None if at is None else clock.iso(at)))
 
-        return repl(ask, label, f"daemon at {host}:{m.port}")
-    ask_local, path = local_asker(args, settings, clock, asker)
-    return repl(ask_local, label, f"in process, {path}")
+        return repl(ask, label, f"daemon at {host}:{m.port}{when}")
+    ask_local, path = local_asker(args, settings, clock, asker, at)
+    return repl(ask_local, label, f"in process, {path}{when}")
 
 
-def local_asker(args, settings, clock, asker: str | None):
-    """Questions answered in this process: ((question, options) -> the answer JSON of the daemon,
-    the memory's path)."""
+def local_asker(args, settings, clock, asker: str | None, at: int | None = None):
+    """Questions answered in this process, as of `at` (None: now): ((question, options) -> the
+    answer JSON of the daemon, the memory's path)."""
     from assistant.query import Query
     from assistant.wire import answer_json
     from daemon import build
@@ -123,7 +128,7 @@ def local_asker(args, settings, clock, asker: str | None):
     answerer = build.answerer(settings, store, clock, build.llm(settings), question_retrievers(store, clock, settings))
 
     def ask_local(question, choices):
-        now = int(time.time() * 1000)
+        now = at if at is not None else int(time.time() * 1000)
         a = answerer.answer(Query(question, now, tuple(choices), asker=asker, budget=settings.retrieval.budget))
         return answer_json(a, clock, now)
 

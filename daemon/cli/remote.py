@@ -39,7 +39,7 @@ def say_stage(stage: str, detail: dict | None = None) -> None:
 
 async def ask_over_mqtt(host: str, port: int, root: str, question: str, options: list[str], asker: str | None,
                         timeout_s: float = 600, conn: dict | None = None,
-                        progress: Callable[[str, dict], None] | None = None) -> dict:
+                        progress: Callable[[str, dict], None] | None = None, as_of: str | None = None) -> dict:
     """The daemon's answer; with `progress`, the question is asked in stream mode and each stage
     the daemon reaches (`progress(stage, chunk)`: sent, retrieval, answering) is told as it comes."""
     import aiomqtt
@@ -50,6 +50,8 @@ async def ask_over_mqtt(host: str, port: int, root: str, question: str, options:
         await c.subscribe(reply, qos=1)
         body = {"id": qid, "question": question, "options": options, "asker": asker, "reply_to": reply,
                 "stream": progress is not None}
+        if as_of is not None:
+            body["as_of"] = as_of
         await c.publish(f"{root}/query", json.dumps(body), qos=1)
         if progress:
             progress("sent", {})
