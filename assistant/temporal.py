@@ -37,7 +37,7 @@ _DAY = re.compile(r"\bday\s*(\d+)\b", re.I)
 _PART = re.compile(r"\b(this|that|yesterday|today'?s?|in the)?\s*(morning|noon|afternoon|evening|night|tonight|"
                    r"lunch|breakfast|dinner)\b", re.I)
 # "for dinner", "dinner plans": a meal ahead, not a time the question is about
-_AHEAD = re.compile(r"\b(for|next|tomorrow'?s?|tomorrow)\s+(the\s+)?$", re.I)
+_AHEAD = re.compile(r"\b(for|next|tomorrow'?s?)\s+(the\s+)?$", re.I)
 # "last night", "the night before last": the night(s) before as_of's day, in days back
 _NIGHTS = ((re.compile(r"\bthe night before last\b", re.I), 2), (re.compile(r"\blast night\b", re.I), 1))
 
