@@ -209,7 +209,7 @@ class Answerer:
                 return self.person(q, units, messages, names, usage)
         scored = self.score(q, units, messages_for, choices, usage, both=True) if scoring and self.also_score else None
         prompt = f"{system}\n{ask}"
-        r = self.generate(q, units, messages, choices, usage, who, prompt, scored)
+        r = self.generate(q, units, messages, choices, usage, who, prompt, scored, fresh=scored is None)
         if choices or r.mode != EXTRACTIVE:
             return r
         # an unusable open reply is asked for once more, in the model's own words: the evidence is
@@ -219,14 +219,15 @@ class Answerer:
         return replace(second, guard=f"asked again: {r.guard}", raw=r.raw) if second.mode == MODEL else r
 
     def generate(self, q: Query, units: list[Unit], messages: list[dict], choices: tuple[str, ...], usage: Usage,
-                 who: bool, prompt: str, scored: Reply | None) -> Reply:
-        """One reply of the model under the answer's schema, checked (`check_open` for an open one)."""
+                 who: bool, prompt: str, scored: Reply | None, fresh: bool = False) -> Reply:
+        """One reply of the model under the answer's schema, checked (`check_open` for an open one);
+        `fresh`: the question's first call of the model (`LocalLLM.json`)."""
         s = self.settings
         try:
             shortest = 1 if choices or who else OPEN_MIN_CHARS
             reply, u = self.llm.json(messages, answer_schema(len(units), choices, s.answer_chars, shortest),
                                      max_tokens=s.answer_tokens, priority=HIGH, repeat_penalty=s.repeat_penalty,
-                                     stop=ANSWER_STOP, stop_loops=True)
+                                     stop=ANSWER_STOP, stop_loops=True, fresh=fresh)
         except (ModelLooping, ModelCutShort) as e:
             if choices:
                 return Reply("", status="error", error=str(e))
@@ -261,7 +262,7 @@ class Answerer:
         options = [q.options[LETTERS.index(c)] for c in choices]
         try:
             sc, u = score_choices(self.llm, messages_for(tuple(range(n))), ANSWER_PREFIX, list(choices), options,
-                                  with_options=both or choose not in ("letter", "cyclic"))
+                                  with_options=both or choose not in ("letter", "cyclic"), fresh=True)
             # after: the prompt is in the model's state, only the options are read again
             cyclic = cyclic_letters(self.llm, messages_for, n, sc.letters) if both or choose == "cyclic" else None
         except ModelError as e:

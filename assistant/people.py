@@ -92,7 +92,7 @@ def pick(llm, messages: list[dict], prefix: str, names: list[str], readings: Cal
     favours a name of two tokens; "pmi": the total less that without the evidence) as
     log-probabilities among the names, plus the evidence's vote (`readings(names)`, `weights`).
     Returns (the name, every score, the model's usage)."""
-    sc, usage = score_choices(llm, messages, prefix, [], names, with_options=True)
+    sc, usage = score_choices(llm, messages, prefix, [], names, with_options=True, fresh=True)
     own = np.asarray({"pmi": sc.pmi, "total": sc.totals}.get(reading, sc.options), dtype=np.float64)
     ev = readings(names)
     total = vote.combined(log_softmax(own), ev, weights)

@@ -70,7 +70,8 @@ def llm_plan(
             f"Question: {q.question}{options}\n\nWhose memories should be searched, and for what?"
         )},
     ]
-    plan, usage = llm.json(messages, plan_schema(names, max_requests), max_tokens=60 * max_requests, priority=HIGH)
+    plan, usage = llm.json(messages, plan_schema(names, max_requests), max_tokens=60 * max_requests, priority=HIGH,
+                           fresh=True)
     seen, out = set(), []
     for r in plan.requests:
         agent = agent_of.get(r.person)

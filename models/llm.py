@@ -171,15 +171,16 @@ class LocalLLM:
     def json(
         self, messages: list[dict], schema: type[T], *, max_tokens: int = 512, priority: int = HIGH,
         time_limit_s: float | None = None, repeat_penalty: float | None = None, stop: list[str] | None = None,
-        stop_loops: bool = False, yield_to: Callable[[], bool] | None = None,
+        stop_loops: bool = False, yield_to: Callable[[], bool] | None = None, fresh: bool = False,
     ) -> tuple[T, Usage]:
         """A reply that fits `schema`, generated under its grammar. `repeat_penalty` overrides the
         model's own for this call, `stop` ends the reply at any of its strings, and with `stop_loops`
         a reply that goes round in a loop stops early (`ModelLooping`). A LOW generation also gives
-        way (`ModelPreempted`) whenever `yield_to()` says so (a question is in flight)."""
+        way (`ModelPreempted`) whenever `yield_to()` says so (a question is in flight). `fresh`:
+        nothing the context held is reused but the prompt's saved head (`PromptCache.prepare`)."""
         sampling = {"repeat_penalty": repeat_penalty or self.repeat_penalty, "stop": stop, "stop_loops": stop_loops}
         text, usage = self._generate(messages, self._grammar(schema), max_tokens, priority, time_limit_s, sampling,
-                                     yield_to)
+                                     yield_to, fresh)
         text = _CONTROL.sub(" ", text)  # the grammar lets raw control characters into strings
         try:
             return schema.model_validate_json(text), usage
@@ -203,7 +204,7 @@ class LocalLLM:
         return self._grammars[schema]
 
     def _generate(self, messages, grammar, max_tokens, priority, time_limit_s, sampling,
-                  yield_to: Callable[[], bool] | None = None) -> tuple[str, Usage]:
+                  yield_to: Callable[[], bool] | None = None, fresh: bool = False) -> tuple[str, Usage]:
         limit = time_limit_s or self.time_limit_s
         room = self.n_ctx - self.prompt_tokens(messages)
         if room < 16:
@@ -227,7 +228,9 @@ class LocalLLM:
             if rendered is not None:
                 # the fixed head from the cache; a LOW prompt's rest in chunks, giving way between them
                 cached = self.prompts.prepare(*rendered, stop=(
-                    lambda: give_way() or self.closing.is_set()) if priority == LOW else None)
+                    lambda: give_way() or self.closing.is_set()) if priority == LOW else None, fresh=fresh)
+            elif fresh:
+                self._open().n_tokens = 0
             stream = self._open().create_chat_completion(
                 messages, grammar=grammar, max_tokens=min(max_tokens, room), temperature=self.temperature,
                 seed=self.seed, stream=True, **sampling,

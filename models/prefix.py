@@ -64,12 +64,21 @@ class PromptCache:
         head = self.llama.tokenize(r.prompt[:cut].encode("utf-8"), add_bos=add_bos, special=True)
         return toks, max(0, common_prefix(head, toks) - 1)  # the boundary token may merge with what follows
 
-    def prepare(self, toks: list[int], head: int, stop: Callable[[], bool] | None = None) -> int:
+    def prepare(self, toks: list[int], head: int, stop: Callable[[], bool] | None = None, fresh: bool = False) -> int:
         """Puts the prompt's head in the context (kept, loaded, or evaluated and saved) and, with
         `stop`, evaluates the rest but its last token in chunks, raising `Stopped` when `stop()`
         says so between chunks. Returns how many prompt tokens were in the context before this call
-        evaluated any (the tokens a prompt cache saved)."""
+        evaluated any (the tokens a prompt cache saved).
+
+        `fresh`: nothing the context held is reused but the saved head, so that the rest is evaluated
+        from the head's end whatever ran before (another question, a consolidation prompt). With flash
+        attention (the default), llama.cpp rounds a prompt's logits a little differently after other
+        prompts went through the context: the default model's multiple-choice readings moved in their
+        third decimal, enough to turn a close choice. The same question then gets the same answer
+        whenever it is asked."""
         llama = self.llama
+        if fresh:
+            llama.n_tokens = 0
         have = common_prefix(llama.input_ids[: llama.n_tokens].tolist(), toks)
         key = tuple(toks[:head])
         if head and have >= head:

@@ -51,10 +51,11 @@ def log_softmax(x: np.ndarray) -> np.ndarray:
 
 def score_choices(
     llm: LocalLLM, messages: list[dict], prefix: str, letters: list[str], options: list[str], *,
-    priority: int = HIGH, with_options: bool = True, neutral: str = "Answer briefly.",
+    priority: int = HIGH, with_options: bool = True, neutral: str = "Answer briefly.", fresh: bool = False,
 ) -> tuple[Scores, Usage]:
     """The scores of `letters` (each read as " X") and of `options` after `messages` and `prefix`;
-    `neutral`: the user message of the prompt without evidence (with `with_options`)."""
+    `neutral`: the user message of the prompt without evidence (with `with_options`); `fresh`: the
+    context's reuse starts from the saved head (`PromptCache.prepare`), as a question's first call should."""
     llama = llm._open()
     rendered = llm.prompts.tokens(messages)
     if rendered is None:
@@ -74,8 +75,9 @@ def score_choices(
         base_lp: list[float] = []
         if with_options:
             blank, blank_head = llm.prompts.tokens([*messages[:-1], {"role": "user", "content": neutral}])
-            base_lp = [sum(x) for x in _continuations(llm, blank + after, blank_head, conts)[1]]
-        first, per_token, cached = _continuations(llm, toks, head, conts if with_options else [])
+            base_lp = [sum(x) for x in _continuations(llm, blank + after, blank_head, conts, fresh)[1]]
+        first, per_token, cached = _continuations(llm, toks, head, conts if with_options else [],
+                                                  fresh and not with_options)
         letter_lp = [float(first[i]) for i in letter_ids]
     finally:
         llm.gate.release()
@@ -85,11 +87,11 @@ def score_choices(
     return Scores(letter_lp, option_lp, pmi, [sum(x) for x in per_token]), usage
 
 
-def _continuations(llm: LocalLLM, toks: list[int], head: int, conts: list[list[int]]):
+def _continuations(llm: LocalLLM, toks: list[int], head: int, conts: list[list[int]], fresh: bool = False):
     """(the log-probabilities of the next token after `toks`, each continuation's per-token
     log-probabilities, how many of `toks` the context already held); the context is left holding `toks`."""
     llama = llm.llama
-    llm.prompts.prepare(toks, head)
+    llm.prompts.prepare(toks, head, fresh=fresh)
     have = common_prefix(llama.input_ids[: llama.n_tokens].tolist(), toks)
     llama.n_tokens = min(have, len(toks) - 1)  # the last token again at least: its logits are wanted
     llama.eval(toks[llama.n_tokens:])

@@ -199,3 +199,29 @@ def test_the_readme_question_is_answered_from_alice_s_own_untranslated_caption(s
         assert a.choice == "B", a.scores
     finally:
         store.close()
+
+
+
+def test_a_question_reads_the_same_whatever_the_model_held_before(slice_db, clock):
+    """The README's question on real memory, asked again after other questions have filled the
+    model's context: the same numbers to the last digit, so the same answer. A question's first
+    reading starts from the saved head (`fresh`); reusing whatever the context held moved the
+    readings of the model loaded as the daemon loads it (flash attention) in their third decimal,
+    and the daemon answered `D. Lucia` and `A. Tasha` by turns while it consolidated."""
+    from daemon.build import llm
+
+    store = Store(slice_db)
+    try:  # the model as the daemon loads it (its context and attention settings)
+        answerer = Answerer(store, clock, AnswerSettings(), llm(Settings()), budget=15,
+                            search=SearchSettings(dense=False))
+        t = clock.parse("DAY1 11:21:02")
+        readme = Query("Who used the screwdriver first?", t, ("Tasha", "Alice", "Shure", "Lucia"), asker="A1_JAKE")
+        first = answerer.answer(readme)
+        assert first.status == "ok" and len(first.scores["cyclic"]) == 4
+        for other in (Query("Who was holding the screws?", t, ("Jake", "Alice", "Lucia", "Katrina"), asker="A1_JAKE"),
+                      Query("Who is assembling the shelf?", t, asker="A1_JAKE"), readme):
+            answerer.answer(other)
+            again = answerer.answer(readme)
+            assert again.scores["cyclic"] == first.scores["cyclic"] and again.choice == first.choice, other.question
+    finally:
+        store.close()
