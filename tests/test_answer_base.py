@@ -201,7 +201,6 @@ def test_the_readme_question_is_answered_from_alice_s_own_untranslated_caption(s
         store.close()
 
 
-
 def test_a_question_reads_the_same_whatever_the_model_held_before(slice_db, clock):
     """The README's question on real memory, asked again after other questions have filled the
     model's context: the same numbers to the last digit, so the same answer. A question's first
