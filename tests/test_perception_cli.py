@@ -25,9 +25,14 @@ def test_transcribe_a_recording_twice_stores_it_once(tmp_path, capsys, monkeypat
         w.writeframes(mono.repeat(2).tobytes())
     db = str(tmp_path / "m.sqlite")
     first = run(capsys, "transcribe", str(path), "--agent", "robot1", "--start", "DAY1 11:00:00", "--db", db)
-    # the words of the first sentence heard (8 kHz speech: Whisper tiny once heard "charger" as "thread harder")
-    heard = set(re.findall(r"[a-z]+", first["lines"][0]["text"].lower()))
-    assert first["inserted"] == 2 and len(heard & {"red", "charger", "kitchen", "drawer"}) >= 2, first["lines"]
+    # the content words heard, over both sentences: tiny.en falls back to sampling on the first of
+    # this aliased 8 kHz recording and hears it differently from run to run ("I will demand charger
+    # in my kitchen drawer", "I will command target in location drawer"); the second it hears the
+    # same each time ("Ash, in making a chocolate cake for the party to hide"). A rate read wrongly
+    # (8 kHz played as 16 kHz) gives "That's all."
+    heard = set(re.findall(r"[a-z]+", " ".join(x["text"] for x in first["lines"]).lower()))
+    words = {"red", "charger", "kitchen", "drawer", "baking", "chocolate", "cake", "party", "tonight"}
+    assert first["inserted"] == 2 and len(heard & words) >= 4, first["lines"]
     assert first["lines"][0]["start"].startswith("2025-01-01T11:00:0")
     again = run(capsys, "transcribe", str(path), "--agent", "robot1", "--start", "DAY1 11:00:00", "--db", db)
     assert again["inserted"] == 0 and again["duplicates"] == 2
