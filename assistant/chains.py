@@ -20,7 +20,9 @@ and `hierarchy` parts).
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+
+import numpy as np
 
 from assistant.query import Query
 from assistant.temporal import Intent
@@ -32,6 +34,16 @@ OCCASIONS = 4  # occasions of a chain taken
 PER_OCCASION = 12  # units of one occasion taken (a chain through a busy hour would flood the pool)
 RECENT_GAP_MS = 10 * 60_000
 _WHERE = re.compile(r"\b(where (is|was|are|were|did|do)|put (it|them)|placed?|left)\b", re.I)
+# a question about what was said, asked or sung: its occasions are in the talk, not in what was seen
+_SPOKEN = re.compile(r"\b(talk\w*|discuss\w*|chat\w*|says?|said|mention\w*|told|tell\w*|ask\w*|suggest\w*|topic|"
+                     r"conversation|speak\w*|spoke|sing\w*|sang|songs?|joke\w*|call(ed|s)?|explain\w*|remind\w*|"
+                     r"propos\w*|heard|hear|words?)\b", re.I)
+SEEN_SCAN = 120  # the latest encounters read for a line that shows the object (not one that names it in talk)
+Seen = Callable[[np.ndarray], np.ndarray]  # ids -> whether a caption line of the unit holds the object
+
+
+def asks_spoken(question: str) -> bool:
+    return _SPOKEN.search(question) is not None
 
 
 def chain_order(question: str, intent: Intent) -> str | None:
@@ -42,13 +54,17 @@ def chain_order(question: str, intent: Intent) -> str | None:
 
 
 def chain_scores(index: LexicalIndex, entities: Sequence[str | Sequence[str]], q: Query, order: str | None, agents,
-                 day_of) -> dict[int, float]:
-    """id -> the rank score of its occasion on the entity chain (empty with no order or entity)."""
+                 day_of, seen: Seen | None = None) -> dict[int, float]:
+    """id -> the rank score of its occasion on the entity chain (empty with no order or entity).
+    `seen` (for "the last time" a thing was done): the latest encounters where the object is seen,
+    before those where it is only named in talk."""
     if not order or not entities:
         return {}
     ids, starts, ags = object_encounters(index, entities, as_of=q.as_of_ms, agents=agents)
     if not len(ids) and len(entities) > 1:
         ids, starts, ags = object_encounters(index, entities[:1], as_of=q.as_of_ms, agents=agents)
+    if order == "latest":
+        ids, starts, ags = seen_latest(seen, ids, starts, ags)
     occ = occasions(ids, starts, ags)
     if order == "latest":
         occ = [o for o in occ if o.start_ms < q.as_of_ms - RECENT_GAP_MS] or occ
@@ -62,8 +78,19 @@ def chain_scores(index: LexicalIndex, entities: Sequence[str | Sequence[str]], q
     return out
 
 
+def seen_latest(seen: Seen | None, ids: np.ndarray, *cols: np.ndarray) -> tuple[np.ndarray, ...]:
+    """The latest `SEEN_SCAN` encounters (time order) where the object is seen, when there are any."""
+    if seen is None or not len(ids):
+        return (ids, *cols)
+    tail = slice(max(0, len(ids) - SEEN_SCAN), None)
+    keep = seen(ids[tail])
+    if not keep.any():
+        return (ids, *cols)
+    return tuple(a[tail][keep] for a in (ids, *cols))
+
+
 def first_encounters(index: LexicalIndex, entity: Sequence[str], q: Query, order: str | None, agents,
-                     n: int) -> list[int]:
+                     n: int, seen: Seen | None = None) -> list[int]:
     """The `n` earliest units holding the object (`order` "earliest"), or the `n` latest before
     the occasion under way ("latest"): the object's own encounters, whatever else the question
     says ("used" in "who used the screwdriver first" need not be on the line)."""
@@ -72,6 +99,7 @@ def first_encounters(index: LexicalIndex, entity: Sequence[str], q: Query, order
     ids, starts, _ = object_encounters(index, [entity], as_of=q.as_of_ms, agents=agents)
     if order == "earliest":
         return [int(i) for i in ids[:n]]
+    ids, starts = seen_latest(seen, ids, starts)
     before = ids[starts < q.as_of_ms - RECENT_GAP_MS]
     return [int(i) for i in (before if len(before) else ids)[::-1][:n]]
 

@@ -187,6 +187,8 @@ class SearchSettings(BaseModel):
     chain_weight: float = Field(0.2, ge=0, description="Bonus of a unit on the first occasion of the entity chain.")
     chain_slots: int = Field(2, ge=0, le=5, description="The key object's first encounters (in any language) handed "
                              "over whatever their score, in the order a \"first\" or \"last time\" question asks.")
+    chain_seen: bool = Field(True, description="For \"the last time\" a thing was done (not said), the latest "
+                             "encounters where a caption shows the object come before those where talk only names it.")
     people_weight: float = Field(0.1, ge=0, description="Bonus of a unit where every person the question names is present.")
     hierarchy_weight: float = Field(0.1, ge=0, description="Bonus of a unit inside the best matching event's window.")
     max_entities: int = Field(2, ge=1, le=6, description="Key entities taken from a question.")

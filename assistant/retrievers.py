@@ -27,7 +27,8 @@ logger = logging.getLogger(__name__)
 # part name -> its switch in `SearchSettings`
 PARTS = {"dense": "dense", "temporal": "temporal", "scales": "scales", "context": "context",
          "entities": "entities", "options": "options_apart", "entity-memory": "entity_memory",
-         "hierarchy": "hierarchy", "chain-translations": "chain_translations", "objects-only": "objects_only"}
+         "hierarchy": "hierarchy", "chain-translations": "chain_translations", "objects-only": "objects_only",
+         "chain-seen": "chain_seen"}
 NAMES = ("default", *(f"no-{p}" for p in PARTS), "no-second", "no-widen", "lexical-only", "lexical", "egomas-reference")
 # encoder -> the key of its vector tables ('' = the tables MiniLM has always used)
 ENCODERS = {"use-multilingual": "use", "minilm": ""}

@@ -159,3 +159,25 @@ def test_a_store_that_cannot_be_written_keeps_its_encounters(store, clock):
     finally:
         store.db.execute("PRAGMA query_only = OFF")
     assert em.refresh() == 1 and len(em.with_people(["lucia"])) == len(before) + 1
+
+
+def test_the_last_time_a_thing_was_done_is_where_it_is_seen_not_named(store, clock):
+    """"The last time we watched a movie": the caption that shows one, not the later talk that
+    names one; "the last time the movie was mentioned": the talk."""
+    store.add([
+        cap(clock, "A1_JAKE", (10, 0), "I'm watching the movie on the projector"),
+        cap(clock, "A2_ALICE", (10, 40), "If you watch my movie, listen to my CD", kind="transcript", speaker="Alice"),
+        cap(clock, "A3_TASHA", (10, 50), "Which movie was it again?", kind="transcript", speaker="Tasha"),
+    ])
+    s = SearchSettings(dense=False, scales=False, context=False, hierarchy=False, widen=0)
+    ix = LexicalIndex(store)
+    as_of = clock.at(1, 11 * 3600 + 30 * 60)
+
+    def latest(question, settings=s):
+        r = HybridRetriever(store, clock, settings, index=ix, entities=EntityMemory(store))
+        return clock.label(r.retrieve(Query(question, as_of, (), budget=1)).units[0].start_ms)
+
+    assert latest("When was the last time we watched a movie?") == "DAY1 10:00:00"
+    assert latest("When was the last time a movie was mentioned?") == "DAY1 10:50:00"
+    assert latest("When was the last time we watched a movie?", s.model_copy(update={"chain_seen": False})) \
+        == "DAY1 10:50:00"

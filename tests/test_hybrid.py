@@ -58,8 +58,9 @@ def test_each_part_changes_the_ranking(pool, clock):
     """Every switch is live: turning a part off changes what some question gets."""
     questions = [SCREWDRIVER, ("Who wrote most of the words on the whiteboard?", ("Shure", "Me", "Lucia", "Katrina")),
                  ("What did we discuss this morning about the dessert?", ()),
-                 ("Where was the small clapperboard on the table placed before?", ())]
-    at = ["DAY1 11:21:02", "DAY1 13:02:32", "DAY1 12:50:00", "DAY1 11:35:19"]
+                 ("Where was the small clapperboard on the table placed before?", ()),
+                 ("When was the last time someone opened the box?", ())]  # `chain_seen`
+    at = ["DAY1 11:21:02", "DAY1 13:02:32", "DAY1 12:50:00", "DAY1 11:35:19", "DAY1 12:30:00"]
 
     def ids(name):  # with the span: `no-widen` hands over the same units, 30 s long
         return [[(u.id, u.start_ms, u.end_ms) for u in ask(pool, clock, name, q, o, at=t).units]
