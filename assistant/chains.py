@@ -24,11 +24,14 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from assistant.context import speaker_of
 from assistant.query import Query
 from assistant.temporal import Intent
 from memory.entities import EntityMemory, Occasion, object_encounters, occasions
 from memory.events import EventStore
 from memory.lexical import LexicalIndex
+from memory.records import Unit
+from memory.tokenize import tokenize
 
 OCCASIONS = 4  # occasions of a chain taken
 PER_OCCASION = 12  # units of one occasion taken (a chain through a busy hour would flood the pool)
@@ -87,6 +90,30 @@ def seen_latest(seen: Seen | None, ids: np.ndarray, *cols: np.ndarray) -> tuple[
     if not keep.any():
         return (ids, *cols)
     return tuple(a[tail][keep] for a in (ids, *cols))
+
+
+def seen_reader(units_of: Callable[[list[int]], dict[int, Unit]], groups: Sequence[Sequence[str]],
+                question: str) -> Seen | None:
+    """Whether a unit shows the question's objects in a caption line (not only in a line of talk: "If
+    you watch my movie" is not watching one), for "the last time" a thing was done; `units_of` reads
+    units' texts. Each unit is read once a question (the chain and the first encounters ask alike)."""
+    if not groups or asks_spoken(question):
+        return None
+    words, known = {t for g in groups for t in g}, {}
+    # a stem less its last letter is in the line's text where the word is ("happi": "happy")
+    stubs = tuple(w[:-1] if len(w) > 3 and w.isascii() else w for w in words)
+
+    def shows(line: str) -> bool:
+        low = line.lower()
+        return any(s in low for s in stubs) and not speaker_of(line) and not words.isdisjoint(tokenize(line))
+
+    def seen(ids: np.ndarray) -> np.ndarray:
+        new = [i for i in ids.tolist() if i not in known]
+        units = units_of(new) if new else {}
+        for i in new:
+            known[i] = i in units and any(shows(line) for line in units[i].text.splitlines())
+        return np.array([known[i] for i in ids.tolist()], dtype=bool)
+    return seen
 
 
 def first_encounters(index: LexicalIndex, entity: Sequence[str], q: Query, order: str | None, agents,

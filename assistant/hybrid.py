@@ -24,17 +24,9 @@ from dataclasses import replace
 
 import numpy as np
 
-from assistant.chains import (
-    Seen,
-    asks_spoken,
-    chain_order,
-    chain_scores,
-    first_encounters,
-    hierarchy_scores,
-    presence,
-)
+from assistant import chains
+from assistant.chains import chain_order, chain_scores, first_encounters, hierarchy_scores, presence
 from assistant.config import SearchSettings
-from assistant.context import speaker_of
 from assistant.fusion import Columns, entity_levels, fuse, relevance, score_all
 from assistant.lexical import LexicalRetriever
 from assistant.query import ACTION_WORDS, Query, Retrieved, person_name, speaks_of_self
@@ -142,7 +134,8 @@ class HybridRetriever:
             order = chain_order(q.question, intent)
             day = lambda ms: self.clock.day_of(ms)[0]  # noqa: E731
             groups = self.entity_groups(q)
-            seen = self._seen(q, groups) if order == "latest" else None
+            latest = order == "latest" and self.s.chain_seen
+            seen = chains.seen_reader(self.store.units, groups, q.question) if latest else None
             for i, sc in chain_scores(self.index, groups, q, order, agents, day, seen).items():
                 cands.setdefault(i, Cand(None)).chain = sc  # type: ignore[arg-type]
             for k, i in enumerate(first_encounters(self.index, groups[0] if groups else (), q, order, agents,
@@ -153,28 +146,6 @@ class HybridRetriever:
             for i, sc in hierarchy_scores(self.index, self.event_index, EventStore(self.store), weights, q,
                                           agents).items():
                 cands.setdefault(i, Cand(None)).hier = sc  # type: ignore[arg-type]
-
-    def _seen(self, q: Query, groups: list[tuple[str, ...]]) -> Seen | None:
-        """Whether a unit shows the question's objects in a caption line (not only in a line of
-        talk: "If you watch my movie" is not watching one), for "the last time" a thing was done."""
-        if not (self.s.chain_seen and groups) or asks_spoken(q.question):
-            return None
-        words, known = {t for g in groups for t in g}, {}  # id -> seen, for the chain and the first encounters
-        # a stem less its last letter is in the line's text where the word is ("happi": "happy")
-        stubs = tuple(w[:-1] if len(w) > 3 and w.isascii() else w for w in words)
-
-        def shows(line: str) -> bool:
-            low = line.lower()
-            return (any(s in low for s in stubs) and not speaker_of(line)
-                    and not words.isdisjoint(tokenize(line)))
-
-        def seen(ids: np.ndarray) -> np.ndarray:
-            new = [i for i in ids.tolist() if i not in known]
-            units = self.store.units(new) if new else {}
-            for i in new:
-                known[i] = i in units and any(shows(line) for line in units[i].text.splitlines())
-            return np.array([known[i] for i in ids.tolist()], dtype=bool)
-        return seen
 
     def _people(self, q: Query, cands: dict[int, Cand]) -> None:
         if self.s.entity_memory and self.entities is not None:
