@@ -93,6 +93,8 @@ class Answerer:
         self.shared, self.dynamic, self.budget = shared, dynamic, budget
         self.planner = planner or settings.planner
         self.frames = frames or FrameFinder(FrameStore(store))  # the daemon's has its embedder
+        h = self.search.hybrid
+        self.dense = vote.DenseReader(h.embedder) if h is not None and h.embedder is not None else None
         self.also_score = False  # the benchmark's comparison: score the options, then generate as configured
 
     # -- retrieval ----------------------------------------------------------------------
@@ -305,7 +307,8 @@ class Answerer:
         (`assistant.vote`); when it votes, `picks` gains the evidence's pick alone and the joint one."""
         s = self.settings
         weights = {"mentions": s.vote_mentions, "lexical": s.vote_lexical, "timing": s.vote_timing,
-                   "wearer": s.vote_wearer, "encounter": s.vote_encounter}
+                   "wearer": s.vote_wearer, "encounter": s.vote_encounter,
+                   "dense": s.vote_dense, "dense_q": s.vote_dense_q, "dense_top": s.vote_dense_top}
         if not any(weights.values()):  # the model alone (the evidence's pick would be "A" for want of weights)
             return picks.get(s.choose, picks["letter"])
         picks["evidence"] = choices[int(np.argmax(vote.combined(None, readings, weights)))]
@@ -318,7 +321,8 @@ class Answerer:
         lex = self.search.lexical
         base = lex.weights(replace(q, options=()), translate=False)
         named = [vote.as_asker(o, q.asker) for o in options]
-        return {"mentions": vote.mentions(units, q.question, named, translations=lex.translations_of),
+        dense = self.dense(units, q.question, named) if self.dense else {}
+        return {**dense, "mentions": vote.mentions(units, q.question, named, translations=lex.translations_of),
                 "wearer": vote.wearer(units, named),
                 "lexical": vote.lexical(self.search.segments, base, named, q.as_of_ms, lex.translated),
                 "timing": vote.timing(units, options, q.as_of_ms, self.clock),

@@ -94,6 +94,13 @@ class AnswerSettings(BaseModel):
     vote_encounter: float = Field(
         0.0, ge=0, description="Multiple choice asking an order ('who used the screwdriver first'): weight of how "
         "early (or late) each option's people are seen with the question's object in the excerpts shown.")
+    vote_dense: float = Field(
+        0.0, ge=0, description="Multiple choice: weight of how near each option's sentence vector lies to the "
+        "excerpts shown (the first encoder, any language; standardised across the options).")
+    vote_dense_q: float = Field(
+        0.0, ge=0, description="Multiple choice: as vote_dense, for the question followed by each option.")
+    vote_dense_top: float = Field(
+        0.0, ge=0, description="Multiple choice: weight of each option's cosine with its nearest excerpt shown.")
     open_who: Literal["generate", "likelihood", "pmi", "total"] = Field(
         "total", description="An open 'who' question: generate the answer, or score the people who may answer "
         "it (the wearers, the speakers shown) by their names' 'total' log-probability after the evidence (a name's "

@@ -20,6 +20,11 @@ retrieval already knows which options the evidence mentions. The readings need n
   key object in the excerpts shown: the wearer in their own lines (Alice's 用螺丝刀戳破了), a
   speaker in their speech, a person named in a line; the first (or last) person ranked 1, the
   next 1/2, and so on (the object read with its translations the glossary is sure of);
+- `dense`: how near each option's meaning lies to the excerpts shown, in any language: the
+  cosine of the option's sentence vector (the first encoder, multilingual) with each excerpt's,
+  the first excerpts counting most (rank^-0.5), so "Eating pizza" meets 吃披萨 though no word
+  is shared; `dense_q` the same for the question followed by the option (the option read in
+  the question's sense); `dense_top` the option's nearest excerpt alone;
 - `timing`: for options that are times ("About four hours ago", "Yesterday at noon", "Last
   night"), how close the excerpts shown lie to each option's time, read relative to the question's
   time like a question's own time words (`assistant.temporal`).
@@ -87,6 +92,39 @@ def wearer(units: Sequence[Unit], options: Sequence[str], decay: float = 0.5) ->
             if who and who <= named:
                 out[i] += w
     return out
+
+
+def dense(unit_vecs: np.ndarray, option_vecs: np.ndarray, decay: float = 0.5) -> np.ndarray:
+    """Per option: the cosine of its vector with each excerpt's (unit length both), summed with
+    weight 1/rank^decay; all zero without excerpts."""
+    if len(unit_vecs) == 0 or len(option_vecs) == 0:
+        return np.zeros(len(option_vecs))
+    w = 1.0 / np.arange(1, len(unit_vecs) + 1) ** decay
+    return (np.asarray(option_vecs, dtype=np.float64) @ np.asarray(unit_vecs, dtype=np.float64).T) @ w
+
+
+class DenseReader:
+    """`dense` and `dense_q` of one encoder; the excerpts' vectors kept for the next question
+    (an excerpt shown again is not read again)."""
+
+    def __init__(self, embedder, keep: int = 512):
+        self.embedder, self.keep = embedder, keep
+        self._units: dict[tuple[int, str], np.ndarray] = {}
+
+    def __call__(self, units: Sequence[Unit], question: str, options: Sequence[str]) -> dict[str, np.ndarray]:
+        texts = [u.extra.get("core", u.text) for u in units]
+        new = [t for t in dict.fromkeys(zip((u.id for u in units), texts, strict=True)) if t not in self._units]
+        if new:
+            if len(self._units) + len(new) > self.keep:
+                self._units.clear()
+            for key, vec in zip(new, self.embedder.embed([t for _, t in new]), strict=True):
+                self._units[key] = vec
+        unit_vecs = np.array([self._units[(u.id, t)] for u, t in zip(units, texts, strict=True)])
+        embed = getattr(self.embedder, "embed_query", self.embedder.embed)
+        vecs = embed([*options, *(f"{question} {o}" for o in options)])
+        n = len(options)
+        return {"dense": dense(unit_vecs, vecs[:n]), "dense_q": dense(unit_vecs, vecs[n:]),
+                "dense_top": (vecs[:n] @ unit_vecs.T).max(axis=1) if len(units) else np.zeros(n)}
 
 
 def lexical(index: LexicalIndex, base: Mapping[str, float], options: Sequence[str], as_of: int,

@@ -5,8 +5,10 @@ import numpy as np
 import pytest
 
 from assistant.vote import (
+    DenseReader,
     as_asker,
     combined,
+    dense,
     lexical,
     mentions,
     own_words,
@@ -141,3 +143,22 @@ def test_the_encounter_reading_ranks_people_by_when_they_are_seen_with_the_objec
     assert not encounter([a, s, k], opts, None, key, names).any()  # no order asked
     assert not encounter([a, s, k], opts, "earliest", set(), names).any()  # no object
     assert not encounter([a], ["Shure", "Lucia"], "earliest", key, names).any()  # neither seen with it
+
+
+def test_the_dense_reading_meets_an_option_in_another_language():
+    """Through the bundled multilingual encoder: an English option is near the Chinese excerpt
+    that says it, though no word is shared; the first excerpts count most."""
+    from models.multilingual import MultilingualEncoder
+
+    read = DenseReader(MultilingualEncoder())
+    options = ["Eating pizza", "Washing the dishes", "Playing the guitar"]
+    pizza, dishes = unit(1, "我们在桌子旁边吃披萨"), unit(2, "我在厨房洗碗")
+    r = read([pizza], "What were we doing at noon?", options)
+    assert r["dense"].argmax() == 0 and r["dense_q"].argmax() == 0
+    r = read([dishes], "What were we doing at noon?", options)
+    assert r["dense"].argmax() == 1 and r["dense_q"].argmax() == 1
+    both = read([pizza, dishes], "What were we doing at noon?", options)
+    flipped = read([dishes, pizza], "What were we doing at noon?", options)
+    assert both["dense"][0] - both["dense"][1] > flipped["dense"][0] - flipped["dense"][1]  # the first counts most
+    assert both["dense"][2] == pytest.approx(min(both["dense"]))  # nothing of either says guitar
+    assert dense(np.zeros((0, 4)), np.ones((2, 4))).tolist() == [0.0, 0.0]
