@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from assistant import guard, people, talk, vote, when
+from assistant import guard, people, samples, talk, vote, when
 from assistant.agentwise import MemorySearch
 from assistant.config import AnswerSettings, SearchSettings
 from assistant.context import fit_events, fit_units, supporting
@@ -212,6 +212,9 @@ class Answerer:
         scored = self.score(q, units, messages_for, choices, usage, both=True) if scoring and self.also_score else None
         prompt = f"{system}\n{ask}"
         r = self.generate(q, units, messages, choices, usage, who, prompt, scored, fresh=scored is None)
+        if not choices:  # more replies drawn, the one most agreed on shown (`assistant.samples`)
+            r = samples.best_of(r, lambda i: self.generate(q, units, messages, choices, usage, who, prompt, None, draw=i),
+                                s.open_samples, self.dense, units, q.question, s.open_choose)
         if choices or r.mode != EXTRACTIVE:
             return r
         # an unusable open reply is asked for once more, in the model's own words: the evidence is
@@ -221,15 +224,16 @@ class Answerer:
         return replace(second, guard=f"asked again: {r.guard}", raw=r.raw) if second.mode == MODEL else r
 
     def generate(self, q: Query, units: list[Unit], messages: list[dict], choices: tuple[str, ...], usage: Usage,
-                 who: bool, prompt: str, scored: Reply | None, fresh: bool = False) -> Reply:
+                 who: bool, prompt: str, scored: Reply | None, fresh: bool = False, draw: int = 0) -> Reply:
         """One reply of the model under the answer's schema, checked (`check_open` for an open one);
-        `fresh`: the question's first call of the model (`LocalLLM.json`)."""
+        `fresh`: the question's first call of the model (`LocalLLM.json`); `draw` > 0: a sampled reply."""
         s = self.settings
         try:
             shortest = 1 if choices or who else OPEN_MIN_CHARS
             reply, u = self.llm.json(messages, answer_schema(len(units), choices, s.answer_chars, shortest),
                                      max_tokens=s.answer_tokens, priority=HIGH, repeat_penalty=s.repeat_penalty,
-                                     stop=ANSWER_STOP, stop_loops=True, fresh=fresh)
+                                     stop=ANSWER_STOP, stop_loops=True, fresh=fresh,
+                                     **({"temperature": s.open_temperature, "seed": draw} if draw else {}))
         except (ModelLooping, ModelCutShort) as e:
             if choices:
                 return Reply("", status="error", error=str(e))

@@ -191,6 +191,7 @@ def _answer_row(item: QAItem, a, embed, clock: HouseClock, asker: str | None = N
         {f"{k}_ok": v == item.answer for k, v in picks.items()},
         people=(a.scores or {}).get("people") and a.scores, picks=picks or None,
         option_scores=(a.scores or {}).get("cyclic"), readings=(a.scores or {}).get("evidence"),
+        samples=(a.scores or {}).get("samples"),
         day=day_of(item, clock), type=item.type, id=item.id, gold=item.answer, units=len(units), tokens=a.context_tokens,
         langs=languages(units), accuracy=choice == item.answer, error=a.status != "ok",
         # what the asker reads (an open answer; a letter and its option cannot be garbage)
@@ -227,7 +228,7 @@ def _answer_entry(rs: list[dict]) -> dict:
     entry["answers_per_hour"] = round(3_600_000 / max(1.0, float(np.mean([r["latency_ms"] for r in rs]))), 1)
     entry["excerpts_with"] = {lang: round(float(np.mean([r["langs"][lang] for r in rs])), 2) for lang in ("zh", "en")}
     entry["answers"] = [{k: r[k] for k in ("id", "day", "mode", "guard", "answer", "choice", "gold", "cosines", "picks",
-                                                   "option_scores", "readings", "people")}
+                                                   "option_scores", "readings", "people", "samples")}
                         | {"model_reply": r["reply"]} for r in rs]
     for k in ("prompt_tokens", "completion_tokens", "cached_tokens"):
         entry[k] = round(float(np.mean([r[k] for r in rs])), 1)

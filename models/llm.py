@@ -172,13 +172,17 @@ class LocalLLM:
         self, messages: list[dict], schema: type[T], *, max_tokens: int = 512, priority: int = HIGH,
         time_limit_s: float | None = None, repeat_penalty: float | None = None, stop: list[str] | None = None,
         stop_loops: bool = False, yield_to: Callable[[], bool] | None = None, fresh: bool = False,
+        temperature: float | None = None, seed: int | None = None,
     ) -> tuple[T, Usage]:
         """A reply that fits `schema`, generated under its grammar. `repeat_penalty` overrides the
         model's own for this call, `stop` ends the reply at any of its strings, and with `stop_loops`
         a reply that goes round in a loop stops early (`ModelLooping`). A LOW generation also gives
         way (`ModelPreempted`) whenever `yield_to()` says so (a question is in flight). `fresh`:
-        nothing the context held is reused but the prompt's saved head (`PromptCache.prepare`)."""
-        sampling = {"repeat_penalty": repeat_penalty or self.repeat_penalty, "stop": stop, "stop_loops": stop_loops}
+        nothing the context held is reused but the prompt's saved head (`PromptCache.prepare`).
+        `temperature` and `seed` override the model's own for this call (another sample of a reply)."""
+        sampling = {"repeat_penalty": repeat_penalty or self.repeat_penalty, "stop": stop, "stop_loops": stop_loops,
+                    "temperature": self.temperature if temperature is None else temperature,
+                    "seed": self.seed if seed is None else seed}
         text, usage = self._generate(messages, self._grammar(schema), max_tokens, priority, time_limit_s, sampling,
                                      yield_to, fresh)
         text = _CONTROL.sub(" ", text)  # the grammar lets raw control characters into strings
@@ -192,7 +196,8 @@ class LocalLLM:
     def text(
         self, messages: list[dict], *, max_tokens: int = 256, priority: int = HIGH, time_limit_s: float | None = None
     ) -> tuple[str, Usage]:
-        return self._generate(messages, None, max_tokens, priority, time_limit_s, {"repeat_penalty": self.repeat_penalty})
+        return self._generate(messages, None, max_tokens, priority, time_limit_s, {
+            "repeat_penalty": self.repeat_penalty, "temperature": self.temperature, "seed": self.seed})
 
     def _grammar(self, schema: type[BaseModel]):
         if schema not in self._grammars:
@@ -232,8 +237,7 @@ class LocalLLM:
             elif fresh:
                 self._open().n_tokens = 0
             stream = self._open().create_chat_completion(
-                messages, grammar=grammar, max_tokens=min(max_tokens, room), temperature=self.temperature,
-                seed=self.seed, stream=True, **sampling,
+                messages, grammar=grammar, max_tokens=min(max_tokens, room), stream=True, **sampling,
             )
             for chunk in stream:
                 delta = chunk["choices"][0]["delta"].get("content")

@@ -1,0 +1,64 @@
+"""Several open replies drawn, the one the others agree with shown (`assistant.samples`)."""
+
+import pytest
+
+from assistant.answer import Answerer
+from assistant.config import AnswerSettings
+from assistant.query import Query
+from assistant.vote import DenseReader
+from memory.records import Observation
+from tests.conftest import FakeLLM
+
+T = 1_735_700_400_000  # DAY1 11:00:00 in Asia/Shanghai
+
+
+@pytest.fixture(scope="module")
+def reader():
+    from models.multilingual import MultilingualEncoder
+
+    return DenseReader(MultilingualEncoder())
+
+
+@pytest.fixture
+def memory(store):
+    store.add([Observation("A1_JAKE", "transcript", T + 600_000, T + 602_000, "Let's order pizza for dinner",
+                           speaker="Katrina", lang="en"),
+               Observation("A6_SHURE", "transcript", T + 960_000, T + 962_000, "I could cook noodles for dinner",
+                           speaker="Shure", lang="en")])
+    return store
+
+
+def ask(memory, clock, reader, replies, **settings):
+    llm = FakeLLM([{"evidence": [1], "answer": r} for r in replies])
+    answerer = Answerer(memory, clock, AnswerSettings(planner="rule", **settings), llm)
+    answerer.dense = reader  # the first encoder of the daemon's hybrid search
+    return answerer.answer(Query("What is for dinner?", T + 3_600_000)), llm
+
+
+def test_the_reply_the_draws_agree_on_is_shown(memory, clock, reader):
+    a, llm = ask(memory, clock, reader, ["Shure said he could cook noodles for dinner.",
+                                         "Katrina said they would order pizza for dinner.",
+                                         "Katrina wants to order a pizza for dinner.",
+                                         "Katrina suggested ordering pizza for dinner."], open_samples=4)
+    answers = [c for c in llm.calls if c[1].__name__ == "OpenAnswer"]
+    assert len(answers) == 4
+    assert "temperature" not in answers[0][2] and [c[2]["seed"] for c in answers[1:]] == [1, 2, 3]
+    assert all(c[2]["temperature"] == 0.8 for c in answers[1:])
+    s = a.scores["samples"]
+    assert len(s["texts"]) == 4 and a.mode == "model"
+    assert "pizza" in a.answer and s["pick"] in (1, 2, 3), s  # three of the four speak of pizza
+
+
+def test_one_reply_by_default_and_the_greedy_one_wins_a_tie(memory, clock, reader):
+    a, llm = ask(memory, clock, reader, ["Katrina said they would order pizza for dinner."])
+    assert sum(c[1].__name__ == "OpenAnswer" for c in llm.calls) == 1 and not (a.scores or {}).get("samples")
+    two, _ = ask(memory, clock, reader, ["Katrina said they would order pizza for dinner.",
+                                        "Shure said he could cook noodles for dinner."], open_samples=2)
+    assert two.scores["samples"]["pick"] == 0 and "pizza" in two.answer  # two replies agree equally: the greedy
+
+
+def test_an_unusable_draw_is_left_out(memory, clock, reader):
+    a, _ = ask(memory, clock, reader, ["Katrina said they would order pizza for dinner.",
+                                       "The answer is: The answer is: The answer is: The answer is:",
+                                       "Katrina wants to order a pizza for dinner."], open_samples=3)
+    assert len(a.scores["samples"]["texts"]) == 2 and "pizza" in a.answer
