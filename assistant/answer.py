@@ -293,7 +293,7 @@ class Answerer:
         """An open "who" question: the people scored (`assistant.people`), the best named with the
         time of the excerpt that bears them out."""
         s = self.settings
-        weights = {"mentions": s.who_mentions, "lexical": s.who_lexical, "wearer": s.who_wearer}
+        weights = {"mentions": s.who_mentions, "lexical": s.who_lexical, "wearer": s.who_wearer, "dense_q": s.who_dense_q}
         try:
             name, scores, u = people.pick(self.llm, messages, ANSWER_PREFIX, names,
                                           lambda ns: self.readings(q, units, ns), weights, s.open_who)

@@ -114,6 +114,9 @@ class AnswerSettings(BaseModel):
     who_wearer: float = Field(
         0.0, ge=0, description="Open 'who' questions: weight of the excerpts seen through each person's eyes "
         "(as vote_wearer).")
+    who_dense_q: float = Field(
+        0.0, ge=0, description="Open 'who' questions: weight of how near the question with each name lies to the "
+        "excerpts shown (as vote_dense_q).")
     who_companions: int = Field(
         2, ge=1, le=4, description="Open 'who' questions about company ('Who was I with ...?', 'Who did I eat with?'): "
         "how many of the best-scored people the answer names (1: the best alone).")

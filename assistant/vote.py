@@ -112,14 +112,13 @@ class DenseReader:
         self._units: dict[tuple[int, str], np.ndarray] = {}
 
     def __call__(self, units: Sequence[Unit], question: str, options: Sequence[str]) -> dict[str, np.ndarray]:
-        texts = [u.extra.get("core", u.text) for u in units]
-        new = [t for t in dict.fromkeys(zip((u.id for u in units), texts, strict=True)) if t not in self._units]
+        keys = [(u.id, u.extra.get("core", u.text)) for u in units]
+        new = [k for k in dict.fromkeys(keys) if k not in self._units]
+        if len(self._units) + len(new) > self.keep:  # full: only this question's excerpts are kept
+            self._units = {k: self._units[k] for k in keys if k in self._units}
         if new:
-            if len(self._units) + len(new) > self.keep:
-                self._units.clear()
-            for key, vec in zip(new, self.embedder.embed([t for _, t in new]), strict=True):
-                self._units[key] = vec
-        unit_vecs = np.array([self._units[(u.id, t)] for u, t in zip(units, texts, strict=True)])
+            self._units.update(zip(new, self.embedder.embed([t for _, t in new]), strict=True))
+        unit_vecs = np.array([self._units[k] for k in keys])
         embed = getattr(self.embedder, "embed_query", self.embedder.embed)
         vecs = embed([*options, *(f"{question} {o}" for o in options)])
         n = len(options)

@@ -35,7 +35,7 @@ from tests.bench_vote import held_out, pct  # noqa: E402
 
 QA = Path(__file__).resolve().parents[2] / "shared" / "data" / "egolife" / "EgoLifeQA"
 STEPS = (0, 0.1, 0.2, 0.3, 0.5, 1, 2)
-GRID = [dict(zip(("mentions", "lexical", "wearer"), w, strict=True)) for w in itertools.product(STEPS, repeat=3)]
+WEIGHTS = ("mentions", "lexical", "wearer")  # `--dense` adds dense_q (the question with the name, near the excerpts)
 READINGS = ("total", "likelihood", "pmi", None)  # None: the evidence alone
 
 
@@ -71,7 +71,11 @@ def right(rows: list[dict], reading: str | None, weights: dict, day: int | None 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("report", type=Path, help="the --json output of `chorus bench egolifeqa --answer --open`")
+    p.add_argument("--dense", action="store_true", help="dense_q in the grid too (`answer.who_dense_q`)")
+    p.add_argument("--reading", choices=[r or "evidence" for r in READINGS], help="only this reading of the model")
     args = p.parse_args()
+    names = (*WEIGHTS, "dense_q") if args.dense else WEIGHTS
+    grid = [dict(zip(names, w, strict=True)) for w in itertools.product(STEPS, repeat=len(names))]
     rows = rows_of(json.loads(args.report.read_text()))
     days = sorted({r["day"] for r in rows})
     s = load_settings(None).answer
@@ -79,8 +83,10 @@ def main() -> None:
     reading = s.open_who if s.open_who in READINGS else None
     print(f"{len(rows)} open 'who' answers; the configured {s.open_who} {configured}: {pct(right(rows, reading, configured))}")
     for reading in READINGS:
+        if args.reading and (reading or "evidence") != args.reading:
+            continue
         held: list[bool] = []
-        for tune, best, other, xs in held_out(days, GRID, lambda w, day, r=reading: right(rows, r, w, day)):
+        for tune, best, other, xs in held_out(days, grid, lambda w, day, r=reading: right(rows, r, w, day)):
             held += xs
             print(f"{reading or 'evidence alone'}: set on DAY{tune} {best}: DAY{tune} "
                   f"{pct(right(rows, reading, best, tune))}, held-out DAY{other} {pct(xs)}")

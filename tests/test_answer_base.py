@@ -224,3 +224,39 @@ def test_a_question_reads_the_same_whatever_the_model_held_before(slice_db, cloc
             assert again.scores["cyclic"] == first.scores["cyclic"] and again.choice == first.choice, other.question
     finally:
         store.close()
+
+
+def test_several_open_replies_are_drawn_and_the_agreed_one_shown_the_same_each_time(tmp_path, clock, base_llm):
+    """`answer.open_samples`: the default model's greedy reply and sampled ones (other seeds), each
+    checked by the guards; the one shown is among them, reads as a sentence of the evidence's
+    matter, and is the same when the question is asked again after another prompt."""
+    import re
+
+    from assistant.guard import garbage
+    from assistant.vote import DenseReader
+    from models.multilingual import MultilingualEncoder
+
+    store = Store(tmp_path / "dinner.sqlite")
+    try:
+        t = clock.parse("DAY1 11:53:00")
+        said = [("A5_KATRINA", "Katrina: About twenty people, so a barbecue would be tiring."),
+                ("A4_LUCIA", "Lucia: Then let's order a big pizza for dinner at 5:30."),
+                ("A6_SHURE", "Shure: Pizza is fine, I will order it on my phone.")]
+        store.add([Observation(agent, "transcript", t + i * 20_000, t + i * 20_000 + 5000, text)
+                   for i, (agent, text) in enumerate(said)])
+        answerer = Answerer(store, clock, AnswerSettings(shared_top_n=0, planner="rule", talk_span=False,
+                                                         open_samples=4), base_llm, budget=3,
+                            search=SearchSettings(dense=False))
+        answerer.dense = DenseReader(MultilingualEncoder())  # the daemon's first encoder
+        q = Query("What are we going to eat for dinner?", clock.parse("DAY1 13:00:00"), asker="A1_JAKE")
+        a = answerer.answer(q)
+        s = a.scores["samples"]
+        assert a.status == "ok" and a.mode == "model" and len(s["texts"]) >= 2, (a.answer, a.guard, a.reply)
+        assert len(set(s["texts"])) >= 2, s["texts"]  # the draws differ from the greedy reply
+        assert a.answer.startswith(s["texts"][s["pick"]].rstrip(".")), (a.answer, s)
+        assert garbage(a.answer) is None and re.search(r"pizza|barbecue", a.answer, re.I), a.answer
+        answerer.answer(Query("Who will order the pizza?", clock.parse("DAY1 13:00:00"), asker="A1_JAKE"))
+        again = answerer.answer(q)
+        assert (again.answer, again.scores["samples"]["texts"]) == (a.answer, s["texts"])
+    finally:
+        store.close()

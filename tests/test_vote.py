@@ -162,3 +162,24 @@ def test_the_dense_reading_meets_an_option_in_another_language():
     assert both["dense"][0] - both["dense"][1] > flipped["dense"][0] - flipped["dense"][1]  # the first counts most
     assert both["dense"][2] == pytest.approx(min(both["dense"]))  # nothing of either says guitar
     assert dense(np.zeros((0, 4)), np.ones((2, 4))).tolist() == [0.0, 0.0]
+
+
+def test_the_dense_reader_keeps_at_most_its_share_of_vectors_and_reads_each_excerpt_once():
+    class Counting:
+        def __init__(self):
+            self.read = 0
+
+        def embed(self, texts):
+            self.read += len(texts)
+            return np.array([[1.0 if "pizza" in t else 0.0, 1.0 if "pizza" not in t else 0.0] for t in texts])
+
+    e = Counting()
+    read = DenseReader(e, keep=3)
+    first = [unit(1, "pizza"), unit(2, "dishes")]
+    read(first, "q", ["pizza"])
+    assert e.read == 2 + 2  # two excerpts, the option alone and with the question
+    read(first, "q", ["pizza"])
+    assert e.read == 4 + 2  # the excerpts were kept: only the options read again
+    r = read([unit(2, "dishes"), unit(3, "pizza again"), unit(4, "tea")], "q", ["pizza", "tea"])
+    assert set(read._units) == {(2, "dishes"), (3, "pizza again"), (4, "tea")} and r["dense"][0] > 0  # full: this question's kept
+    assert r["dense_top"].tolist() == [1.0, 1.0]
