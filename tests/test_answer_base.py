@@ -248,9 +248,10 @@ def test_several_open_replies_are_drawn_and_the_agreed_one_shown_the_same_each_t
                                                          open_samples=4), base_llm, budget=3,
                             search=SearchSettings(dense=False))
         answerer.dense = DenseReader(MultilingualEncoder())  # the daemon's first encoder
-        q = Query("What are we going to eat for dinner?", clock.parse("DAY1 13:00:00"), asker="A1_JAKE")
+        q = Query("What did Lucia want to order for dinner?", clock.parse("DAY1 13:00:00"), asker="A1_JAKE")
         a = answerer.answer(q)
-        s = a.scores["samples"]
+        s = (a.scores or {}).get("samples")
+        assert s, (a.answer, a.mode, a.guard, a.reply)
         assert a.status == "ok" and a.mode == "model" and len(s["texts"]) >= 2, (a.answer, a.guard, a.reply)
         assert len(set(s["texts"])) >= 2, s["texts"]  # the draws differ from the greedy reply
         assert a.answer.startswith(s["texts"][s["pick"]].rstrip(".")), (a.answer, s)
