@@ -109,6 +109,8 @@ def bench_answers(args, settings, clock, store, items) -> int:
                           budget=budget, planner=args.planner)
         for n in names
     }
+    for a in cells.values():  # every reading of the evidence recorded, for tests/bench_vote.py
+        a.all_readings = True
     if not args.open:  # every way of choosing from one evaluation of the prompt (the options scored first)
         for a in cells.values():
             a.also_score = settings.answer.choose == "generate"
