@@ -93,9 +93,8 @@ class Answerer:
         self.shared, self.dynamic, self.budget = shared, dynamic, budget
         self.planner = planner or settings.planner
         self.frames = frames or FrameFinder(FrameStore(store))  # the daemon's has its embedder
-        h = self.search.hybrid
-        self.dense = vote.DenseReader(h.embedder) if h is not None and h.embedder is not None else None
-        self.also_score, self.all_readings = False, False  # the benchmark's: every way of choosing, every reading  # the benchmark's comparison: score the options, then generate as configured
+        self.dense = vote.DenseReader(h.embedder) if (h := self.search.hybrid) and h.embedder is not None else None
+        self.also_score, self.all_readings = False, False  # the benchmark's: every way of choosing, every reading
 
     # -- retrieval ----------------------------------------------------------------------
     def gather(self, q: Query, planner: str | None = None) -> Gathered:
@@ -326,7 +325,8 @@ class Answerer:
         base = lex.weights(replace(q, options=()), translate=False)
         named = [vote.as_asker(o, q.asker) for o in options]
         weigh = self.dense and (self.all_readings or self.settings.weighs_meaning())  # read where it counts
-        return {**(self.dense(units, q.question, named) if weigh else {}), "mentions": vote.mentions(units, q.question, named, translations=lex.translations_of),
+        return {**(self.dense(units, q.question, named) if weigh else {}),
+                "mentions": vote.mentions(units, q.question, named, translations=lex.translations_of),
                 "wearer": vote.wearer(units, named),
                 "lexical": vote.lexical(self.search.segments, base, named, q.as_of_ms, lex.translated),
                 "timing": vote.timing(units, options, q.as_of_ms, self.clock),

@@ -133,10 +133,6 @@ class AnswerSettings(BaseModel):
     open_choose: Literal["agree", "support", "both"] = Field(
         "agree", description="Of several open replies: the one nearest the others (agree), the one nearest the excerpts "
         "shown (support), or the sum of both.")
-    def weighs_meaning(self) -> bool:
-        """Whether a reading of meaning (`vote.DenseReader`) has a weight in any vote."""
-        return bool(self.vote_dense or self.vote_dense_q or self.vote_dense_top or self.who_dense_q)
-
     answer_tokens: int = Field(160, ge=16, description="Most tokens of an open answer.")
     answer_chars: int = Field(300, ge=40, le=2000, description="Most characters of an open answer (in its schema).")
     repeat_penalty: float = Field(1.3, ge=1.0, le=2.0, description="Repetition penalty while answering.")
@@ -147,6 +143,10 @@ class AnswerSettings(BaseModel):
         "units and the rest of the flat ones then take turns (1: the requests fill only what the flat search leaves, "
         "and are not searched when it fills the budget; on EgoLifeQA DAY1-2 with the events read by the planner, "
         "Hit@0 of the units handed over 56.5 against 48.1 at 0.5).")
+
+    def weighs_meaning(self) -> bool:
+        """Whether a reading of meaning (`vote.DenseReader`) has a weight in any vote."""
+        return bool(self.vote_dense or self.vote_dense_q or self.vote_dense_top or self.who_dense_q)
 
 
 class SearchSettings(BaseModel):

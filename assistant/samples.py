@@ -21,7 +21,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from assistant.guard import MODEL, Reply
-from assistant.vote import DenseReader
+from assistant.vote import DenseReader, dense
 
 
 def chosen(replies: Sequence[Reply], reader: DenseReader, units, question: str, how: str) -> tuple[int, dict]:
@@ -32,7 +32,7 @@ def chosen(replies: Sequence[Reply], reader: DenseReader, units, question: str, 
     n = len(replies)
     sim = vecs @ vecs.T
     agree = (sim.sum(axis=1) - np.diag(sim)) / max(n - 1, 1)
-    support = reader(units, question, texts)["dense"] if units else np.zeros(n)
+    support = dense(reader.excerpts(units), vecs)  # the replies' own vectors, not read again
     total = {"agree": agree, "support": support,
              "both": agree + (support / max(support.max(), 1e-9) if support.any() else 0)}[how]
     best = int(np.argmax(total))

@@ -111,14 +111,18 @@ class DenseReader:
         self.embedder, self.keep = embedder, keep
         self._units: dict[tuple[int, str], np.ndarray] = {}
 
-    def __call__(self, units: Sequence[Unit], question: str, options: Sequence[str]) -> dict[str, np.ndarray]:
+    def excerpts(self, units: Sequence[Unit]) -> np.ndarray:
+        """The excerpts' vectors [n, dim], each read once."""
         keys = [(u.id, u.extra.get("core", u.text)) for u in units]
         new = [k for k in dict.fromkeys(keys) if k not in self._units]
         if len(self._units) + len(new) > self.keep:  # full: only this question's excerpts are kept
             self._units = {k: self._units[k] for k in keys if k in self._units}
         if new:
             self._units.update(zip(new, self.embedder.embed([t for _, t in new]), strict=True))
-        unit_vecs = np.array([self._units[k] for k in keys])
+        return np.array([self._units[k] for k in keys])
+
+    def __call__(self, units: Sequence[Unit], question: str, options: Sequence[str]) -> dict[str, np.ndarray]:
+        unit_vecs = self.excerpts(units)
         embed = getattr(self.embedder, "embed_query", self.embedder.embed)
         vecs = embed([*options, *(f"{question} {o}" for o in options)])
         n = len(options)
