@@ -27,7 +27,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from assistant.bench import nearest_option  # noqa: E402
 from assistant.egolifeqa import load_items  # noqa: E402
-from memory.clock import HouseClock  # noqa: E402
+from daemon import build  # noqa: E402
+from daemon.settings import load_settings  # noqa: E402
 from tests.bench_vote import pct  # noqa: E402
 
 
@@ -57,7 +58,7 @@ def main() -> None:
     from models.multilingual import MultilingualEncoder
 
     minilm, use = Embedder(), MultilingualEncoder()
-    items = {i.id: i for i in load_items(args.questions, HouseClock())}
+    items = {i.id: i for i in load_items(args.questions, build.clock_of(load_settings(None)))}
     rows = []
     for cell in json.loads(args.report.read_text())["cells"].values():
         for a in cell["answers"]:
