@@ -1,4 +1,4 @@
-"""Several open replies drawn, the one the others agree with shown (`assistant.samples`)."""
+"""Several open replies drawn, the one nearest the evidence (or the others) shown (`assistant.samples`)."""
 
 import pytest
 
@@ -39,7 +39,8 @@ def test_the_reply_the_draws_agree_on_is_shown(memory, clock, reader):
     a, llm = ask(memory, clock, reader, ["Shure said he could cook noodles for dinner.",
                                          "Katrina said they would order pizza for dinner.",
                                          "Katrina wants to order a pizza for dinner.",
-                                         "Katrina suggested ordering pizza for dinner."], open_samples=4)
+                                         "Katrina suggested ordering pizza for dinner."], open_samples=4,
+                          open_choose="agree")
     answers = [c for c in llm.calls if c[1].__name__ == "OpenAnswer"]
     assert len(answers) == 4
     assert "temperature" not in answers[0][2] and [c[2]["seed"] for c in answers[1:]] == [1, 2, 3]
@@ -49,11 +50,24 @@ def test_the_reply_the_draws_agree_on_is_shown(memory, clock, reader):
     assert "pizza" in a.answer and s["pick"] in (1, 2, 3), s  # three of the four speak of pizza
 
 
-def test_one_reply_by_default_and_the_greedy_one_wins_a_tie(memory, clock, reader):
-    a, llm = ask(memory, clock, reader, ["Katrina said they would order pizza for dinner."])
+def test_three_replies_by_default_the_one_nearest_the_evidence_shown(memory, clock, reader):
+    """`support`, the default: two replies that agree with each other about what no excerpt says
+    lose to the one the excerpts bear out; `agree` shows one of the two."""
+    replies = ["Katrina said they would have dinner by the lake.", "Katrina wants to have dinner at the lake.",
+               "Katrina said they would order pizza for dinner."]
+    a, llm = ask(memory, clock, reader, replies)
+    assert sum(c[1].__name__ == "OpenAnswer" for c in llm.calls) == 3
+    assert a.scores["samples"]["pick"] == 2 and "pizza" in a.answer, a.scores["samples"]
+    agreed, _ = ask(memory, clock, reader, replies, open_choose="agree")
+    assert agreed.scores["samples"]["pick"] in (0, 1) and "lake" in agreed.answer
+
+
+def test_one_reply_when_asked_and_the_greedy_one_wins_a_tie(memory, clock, reader):
+    a, llm = ask(memory, clock, reader, ["Katrina said they would order pizza for dinner."], open_samples=1)
     assert sum(c[1].__name__ == "OpenAnswer" for c in llm.calls) == 1 and not (a.scores or {}).get("samples")
     two, _ = ask(memory, clock, reader, ["Katrina said they would order pizza for dinner.",
-                                        "Shure said he could cook noodles for dinner."], open_samples=2)
+                                        "Shure said he could cook noodles for dinner."], open_samples=2,
+                 open_choose="agree")
     assert two.scores["samples"]["pick"] == 0 and "pizza" in two.answer  # two replies agree equally: the greedy
 
 
