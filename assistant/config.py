@@ -127,9 +127,9 @@ class AnswerSettings(BaseModel):
         True, description="An open 'when' question is answered with the time of the excerpt that shares most of its "
         "words (the latest for 'the last time', the earliest for 'the first'), told relative to the question's time.")
     open_samples: int = Field(
-        3, ge=1, le=8, description="An open answer the model writes: this many replies (the first greedy, the others "
-        "sampled at open_temperature), and the one open_choose picks is shown (1: the greedy reply alone). 3 and "
-        "'support' were set by leave-one-day-out (tests/bench_samples.py).")
+        1, ge=1, le=8, description="An open answer the model writes: this many replies (the first greedy, the others "
+        "sampled at open_temperature), and the one open_choose picks is shown (1: the greedy reply alone; no way of "
+        "choosing among more beat it held out, tests/bench_samples.py).")
     open_temperature: float = Field(0.8, ge=0, le=2, description="Sampling temperature of the open replies after the first.")
     open_choose: Literal["agree", "support", "both"] = Field(
         "support", description="Of several open replies: the one nearest the others (agree), the one nearest the excerpts "

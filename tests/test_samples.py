@@ -50,20 +50,20 @@ def test_the_reply_the_draws_agree_on_is_shown(memory, clock, reader):
     assert "pizza" in a.answer and s["pick"] in (1, 2, 3), s  # three of the four speak of pizza
 
 
-def test_three_replies_by_default_the_one_nearest_the_evidence_shown(memory, clock, reader):
-    """`support`, the default: two replies that agree with each other about what no excerpt says
-    lose to the one the excerpts bear out; `agree` shows one of the two."""
+def test_the_reply_nearest_the_evidence_is_shown_by_default(memory, clock, reader):
+    """`support`, the default way: two replies that agree with each other about what no excerpt
+    says lose to the one the excerpts bear out; `agree` shows one of the two."""
     replies = ["Katrina said they would have dinner by the lake.", "Katrina wants to have dinner at the lake.",
                "Katrina said they would order pizza for dinner."]
-    a, llm = ask(memory, clock, reader, replies)
+    a, llm = ask(memory, clock, reader, replies, open_samples=3)
     assert sum(c[1].__name__ == "OpenAnswer" for c in llm.calls) == 3
     assert a.scores["samples"]["pick"] == 2 and "pizza" in a.answer, a.scores["samples"]
-    agreed, _ = ask(memory, clock, reader, replies, open_choose="agree")
+    agreed, _ = ask(memory, clock, reader, replies, open_samples=3, open_choose="agree")
     assert agreed.scores["samples"]["pick"] in (0, 1) and "lake" in agreed.answer
 
 
-def test_one_reply_when_asked_and_the_greedy_one_wins_a_tie(memory, clock, reader):
-    a, llm = ask(memory, clock, reader, ["Katrina said they would order pizza for dinner."], open_samples=1)
+def test_one_reply_by_default_and_the_greedy_one_wins_a_tie(memory, clock, reader):
+    a, llm = ask(memory, clock, reader, ["Katrina said they would order pizza for dinner."])
     assert sum(c[1].__name__ == "OpenAnswer" for c in llm.calls) == 1 and not (a.scores or {}).get("samples")
     two, _ = ask(memory, clock, reader, ["Katrina said they would order pizza for dinner.",
                                         "Shure said he could cook noodles for dinner."], open_samples=2,
