@@ -131,9 +131,10 @@ class AnswerSettings(BaseModel):
         "sampled at open_temperature), and the one open_choose picks is shown (1: the greedy reply alone; no way of "
         "choosing among more beat it held out, tests/bench_samples.py).")
     open_temperature: float = Field(0.8, ge=0, le=2, description="Sampling temperature of the open replies after the first.")
-    open_choose: Literal["agree", "support", "both"] = Field(
+    open_choose: Literal["agree", "support", "both", "pmi", "likelihood"] = Field(
         "support", description="Of several open replies: the one nearest the others (agree), the one nearest the excerpts "
-        "shown (support), or the sum of both.")
+        "shown (support), the sum of both, the one the evidence makes most likely against a prompt without it (pmi), "
+        "or the one the model finds most likely (likelihood).")
     answer_tokens: int = Field(160, ge=16, description="Most tokens of an open answer.")
     answer_chars: int = Field(300, ge=40, le=2000, description="Most characters of an open answer (in its schema).")
     repeat_penalty: float = Field(1.3, ge=1.0, le=2.0, description="Repetition penalty while answering.")

@@ -9,7 +9,13 @@ read by the first encoder, and the shown one is
 - `agree`: the reply whose sentence vector is nearest, on average, to the other replies' (the
   consensus of the draws: minimum Bayes risk under cosine);
 - `support`: the reply nearest the excerpts shown (each excerpt weighted 1/rank^0.5, as `vote.dense`);
-- `both`: the sum of the two.
+- `both`: the sum of the two;
+- `pmi`: the reply the evidence makes most likely: its log-probability after the prompt less that
+  after a prompt without evidence (`models.scoring.score_texts`), so that a reply is judged by what
+  the excerpts add to it, not by how common its words are;
+- `likelihood`: the reply's mean log-probability after the prompt.
+When the model can be read (`read`), both model readings are recorded whatever the way, so that a
+benchmark run can compare them all (`tests/bench_samples.py`).
 
 Ties go to the earliest reply, so the greedy one wins unless another is plainly better.
 """
@@ -17,15 +23,21 @@ Ties go to the earliest reply, so the greedy one wins unless another is plainly 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 
 import numpy as np
 
 from assistant.guard import MODEL, Reply
 from assistant.vote import DenseReader, dense
+from models.errors import ModelError
+
+Reads = Callable[[list[str]], tuple[list[float], list[float]]]  # texts -> (mean log-probability, pmi)
 
 
-def chosen(replies: Sequence[Reply], reader: DenseReader, units, question: str, how: str) -> tuple[int, dict]:
-    """The index of the reply to show among `replies` (all usable) and each one's scores."""
+def chosen(replies: Sequence[Reply], reader: DenseReader, units, question: str, how: str,
+           read: Reads | None = None) -> tuple[int, dict]:
+    """The index of the reply to show among `replies` (all usable) and each one's scores; `read`:
+    the model's readings of texts, needed by `pmi` and `likelihood`."""
     texts = [r.text for r in replies]
     embed = getattr(reader.embedder, "embed_query", reader.embedder.embed)
     vecs = np.asarray(embed(texts), dtype=np.float64)
@@ -33,15 +45,17 @@ def chosen(replies: Sequence[Reply], reader: DenseReader, units, question: str, 
     sim = vecs @ vecs.T
     agree = (sim.sum(axis=1) - np.diag(sim)) / max(n - 1, 1)
     support = dense(reader.excerpts(units), vecs)  # the replies' own vectors, not read again
-    total = {"agree": agree, "support": support,
+    mean, pmi = read(texts) if read is not None and n > 1 else ([0.0] * n, [0.0] * n)
+    total = {"agree": agree, "support": support, "pmi": np.asarray(pmi), "likelihood": np.asarray(mean),
              "both": agree + (support / max(support.max(), 1e-9) if support.any() else 0)}[how]
     best = int(np.argmax(total))
     return best, {"agree": [round(float(x), 4) for x in agree], "support": [round(float(x), 4) for x in support],
+                  **({"pmi": [round(x, 4) for x in pmi], "likelihood": [round(x, 4) for x in mean]} if read else {}),
                   "texts": texts, "pick": best}
 
 
 def best_of(first: Reply, more: Callable[[int], Reply], n: int, reader: DenseReader | None, units, question: str,
-            how: str) -> Reply:
+            how: str, read: Reads | None = None) -> Reply:
     """`first` (the greedy reply) and `n - 1` more from `more(i)`; the one `chosen` shows, its
     scores in `scores["samples"]`. The usable replies only (`guard.check_open` kept the model's
     words): when none is, or there is no encoder, the first as it is."""
@@ -51,7 +65,10 @@ def best_of(first: Reply, more: Callable[[int], Reply], n: int, reader: DenseRea
                if r.mode == MODEL and r.status == "ok"]
     if not replies:
         return first
-    best, scores = chosen(replies, reader, units, question, how)
+    try:
+        best, scores = chosen(replies, reader, units, question, how, read)
+    except ModelError as e:  # the model could not read them: the greedy reply, as without choosing
+        return replace(first, guard=first.guard or f"not chosen: {e}")
     r = replies[best]
     return Reply(r.text, r.choice, r.cites, r.mode, r.guard, r.status, r.error, r.raw,
                  {**(r.scores or {}), "samples": scores})

@@ -87,6 +87,33 @@ def score_choices(
     return Scores(letter_lp, option_lp, pmi, [sum(x) for x in per_token]), usage
 
 
+def score_texts(llm: LocalLLM, messages: list[dict], prefix: str, texts: list[str], *, priority: int = HIGH,
+                neutral: str = "Answer briefly.", most: int = 32) -> tuple[list[float], list[float], Usage]:
+    """(each text's mean log-probability after `messages` and `prefix`, its total less that after the
+    prompt without evidence (`neutral`), usage): how the model reads replies it has written. The
+    real prompt is read first, so a prompt the model has just answered is not read again; the
+    neutral one last (the context then holds it). The first `most` tokens of each text count."""
+    llama = llm._open()
+    rendered = llm.prompts.tokens(messages)
+    blank = llm.prompts.tokens([*messages[:-1], {"role": "user", "content": neutral}])
+    if rendered is None or blank is None:
+        raise ModelError(f"{llm.name}: scoring needs the model's own chat template")
+    after = llama.tokenize(prefix.encode("utf-8"), add_bos=False, special=False)
+    conts = [llama.tokenize(f" {t}".encode(), add_bos=False, special=False)[:most] or after[:1] for t in texts]
+    if llm.closing.is_set():
+        raise ModelError("the process is stopping")
+    llm.gate.acquire(priority)
+    t0 = time.perf_counter()
+    try:
+        _, real, cached = _continuations(llm, rendered[0] + after, rendered[1], conts)
+        _, base, _ = _continuations(llm, blank[0] + after, blank[1], conts)
+    finally:
+        llm.gate.release()
+    mean = [sum(x) / len(x) for x in real]
+    pmi = [sum(x) - sum(b) for x, b in zip(real, base, strict=True)]
+    return mean, pmi, Usage(len(rendered[0]), 0, time.perf_counter() - t0, cached)
+
+
 def _continuations(llm: LocalLLM, toks: list[int], head: int, conts: list[list[int]], fresh: bool = False):
     """(the log-probabilities of the next token after `toks`, each continuation's per-token
     log-probabilities, how many of `toks` the context already held); the context is left holding `toks`."""

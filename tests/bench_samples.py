@@ -33,7 +33,8 @@ from tests.bench_vote import pct  # noqa: E402
 
 
 def ways(most: int) -> list[tuple[str, int]]:
-    return [("greedy", 1)] + [(how, k) for k in range(3, most + 1) for how in ("agree", "support", "both")]
+    return [("greedy", 1)] + [(how, k) for k in range(3, most + 1)
+                              for how in ("agree", "support", "both", "pmi", "likelihood")]
 
 
 def pick(s: dict, how: str, k: int) -> int:
@@ -44,6 +45,8 @@ def pick(s: dict, how: str, k: int) -> int:
     sims = np.asarray(s["sim"])[:k, :k]
     agree = (sims.sum(axis=1) - np.diag(sims)) / (len(texts) - 1)
     support = np.asarray(s["support"][:k])
+    if how in ("pmi", "likelihood"):  # the model's readings (recorded since the twenty-fourth round)
+        return int(np.argmax(s[how][:k])) if how in s else 0
     total = {"agree": agree, "support": support,
              "both": agree + (support / max(support.max(), 1e-9) if support.any() else 0)}[how]
     return int(np.argmax(total))

@@ -255,6 +255,8 @@ def test_several_open_replies_are_drawn_and_the_agreed_one_shown_the_same_each_t
         assert a.status == "ok" and a.mode == "model" and len(s["texts"]) >= 2, (a.answer, a.guard, a.reply)
         assert len(set(s["texts"])) >= 2, s["texts"]  # the draws differ from the greedy reply
         assert a.answer.startswith(s["texts"][s["pick"]].rstrip(".")), (a.answer, s)
+        # the model's readings of every reply: the evidence makes each one more likely than no evidence does
+        assert len(s["pmi"]) == len(s["likelihood"]) == len(s["texts"]) and min(s["pmi"]) > 0, s
         assert garbage(a.answer) is None and re.search(r"pizza|barbecue", a.answer, re.I), a.answer
         answerer.answer(Query("Who will order the pizza?", clock.parse("DAY1 13:00:00"), asker="A1_JAKE"))
         again = answerer.answer(q)
