@@ -44,7 +44,7 @@ from memory.store import Store
 from memory.tokenize import estimate_tokens, query_tokens
 from models.errors import ModelError
 from models.llm import HIGH, LocalLLM, ModelCutShort, ModelLooping, Usage
-from models.scoring import log_softmax, score_choices, score_texts
+from models.scoring import log_softmax, score_choices
 
 
 @dataclass
@@ -213,8 +213,7 @@ class Answerer:
         r = self.generate(q, units, messages, choices, usage, who, prompt, scored, fresh=scored is None)
         if not choices:  # more replies drawn, the one `open_choose` picks shown (`assistant.samples`)
             r = samples.best_of(r, lambda i: self.generate(q, units, messages, choices, usage, who, prompt, None, draw=i),
-                                s.open_samples, self.dense, units, q.question, s.open_choose,
-                                self.reads(messages, usage) if can_score(self.llm) else None)
+                                s.open_samples, self.dense, units, q.question, s.open_choose, (self.llm, messages, usage))
         if choices or r.mode != EXTRACTIVE:
             return r
         # an unusable open reply is asked for once more, in the model's own words: the evidence is
@@ -247,14 +246,6 @@ class Answerer:
             return Reply(f"{reply.choice}. {q.options[LETTERS.index(reply.choice)]}", reply.choice, cites,
                          scores=scored.scores if scored else None)
         return check_open(reply.answer, q, units, cites, prompt, self.clock.label)
-
-    def reads(self, messages: list[dict], usage: Usage) -> samples.Reads:
-        """The model's readings of replies to `messages` (`models.scoring.score_texts`), its usage counted."""
-        def read(texts: list[str]) -> tuple[list[float], list[float]]:
-            mean, pmi, u = score_texts(self.llm, messages, ANSWER_PREFIX, texts)
-            usage.add(u)
-            return mean, pmi
-        return read
 
     def ask(self, q: Query, order: tuple[int, ...]) -> str:
         """The question as the model reads it, the options listed in `order` (indices of q.options)."""

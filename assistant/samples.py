@@ -28,10 +28,24 @@ from dataclasses import replace
 import numpy as np
 
 from assistant.guard import MODEL, Reply
+from assistant.letters import can_score
+from assistant.prompts import ANSWER_PREFIX
 from assistant.vote import DenseReader, dense
 from models.errors import ModelError
+from models.llm import Usage
+from models.scoring import score_texts
 
 Reads = Callable[[list[str]], tuple[list[float], list[float]]]  # texts -> (mean log-probability, pmi)
+
+
+def reads(llm, messages: list[dict], usage: Usage) -> Reads | None:
+    """The model's readings of replies to `messages` (`models.scoring.score_texts`, after the
+    answer's prefix), its usage counted; None for a model that cannot be read so."""
+    def read(texts: list[str]) -> tuple[list[float], list[float]]:
+        mean, pmi, u = score_texts(llm, messages, ANSWER_PREFIX, texts)
+        usage.add(u)
+        return mean, pmi
+    return read if can_score(llm) else None
 
 
 def chosen(replies: Sequence[Reply], reader: DenseReader, units, question: str, how: str,
@@ -55,10 +69,11 @@ def chosen(replies: Sequence[Reply], reader: DenseReader, units, question: str, 
 
 
 def best_of(first: Reply, more: Callable[[int], Reply], n: int, reader: DenseReader | None, units, question: str,
-            how: str, read: Reads | None = None) -> Reply:
+            how: str, model: tuple | None = None) -> Reply:
     """`first` (the greedy reply) and `n - 1` more from `more(i)`; the one `chosen` shows, its
     scores in `scores["samples"]`. The usable replies only (`guard.check_open` kept the model's
-    words): when none is, or there is no encoder, the first as it is."""
+    words): when none is, or there is no encoder, the first as it is. `model`: (the LLM, the
+    messages it answered, the usage to count in), for the model's readings (`reads`)."""
     if n <= 1 or reader is None or first.status != "ok":
         return first
     replies = [r for r in (first, *(more(i) for i in range(1, n)))  # a reply drawn twice counts twice
@@ -66,7 +81,7 @@ def best_of(first: Reply, more: Callable[[int], Reply], n: int, reader: DenseRea
     if not replies:
         return first
     try:
-        best, scores = chosen(replies, reader, units, question, how, read)
+        best, scores = chosen(replies, reader, units, question, how, reads(*model) if model else None)
     except ModelError as e:  # the model could not read them: the greedy reply, as without choosing
         return replace(first, guard=first.guard or f"not chosen: {e}")
     r = replies[best]
