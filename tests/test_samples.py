@@ -76,3 +76,36 @@ def test_an_unusable_draw_is_left_out(memory, clock, reader):
                                        "The answer is: The answer is: The answer is: The answer is:",
                                        "Katrina wants to order a pizza for dinner."], open_samples=3)
     assert len(a.scores["samples"]["texts"]) == 2 and "pizza" in a.answer
+
+
+def test_the_reply_the_evidence_makes_likeliest_is_shown_by_pmi(memory, clock, reader, monkeypatch):
+    from assistant import samples
+
+    read_texts = []
+
+    def read(texts):  # the model's readings as `models.scoring.score_texts` gives them: (mean, pmi)
+        read_texts.append(texts)
+        return [-1.0 for _ in texts], [9.0 if "noodles" in t else 1.0 for t in texts]
+
+    monkeypatch.setattr(samples, "reads", lambda llm, messages, usage: read)
+    replies = ["Katrina said they would order pizza for dinner.", "Katrina wants to order a pizza for dinner.",
+               "Shure said he could cook noodles for dinner."]
+    a, _ = ask(memory, clock, reader, replies, open_samples=3, open_choose="pmi")
+    s = a.scores["samples"]
+    assert read_texts == [s["texts"]] and s["pmi"] == [1.0, 1.0, 9.0] and s["pick"] == 2 and "noodles" in a.answer
+    supported, _ = ask(memory, clock, reader, replies, open_samples=3)  # support: the readings kept, not used
+    assert "pizza" in supported.answer and supported.scores["samples"]["pmi"] == [1.0, 1.0, 9.0]
+
+
+def test_replies_the_model_cannot_read_leave_the_greedy_one(memory, clock, reader, monkeypatch):
+    from assistant import samples
+    from models.errors import ModelError
+
+    def read(texts):
+        raise ModelError("the process is stopping")
+
+    monkeypatch.setattr(samples, "reads", lambda llm, messages, usage: read)
+    a, _ = ask(memory, clock, reader, ["Shure said he could cook noodles for dinner.",
+                                       "Katrina said they would order pizza for dinner."], open_samples=2,
+               open_choose="pmi")
+    assert "noodles" in a.answer and a.guard == "not chosen: the process is stopping", (a.answer, a.guard)
