@@ -11,7 +11,7 @@ read by the first encoder, and the shown one is
 - `support`: the reply nearest the excerpts shown (each excerpt weighted 1/rank^0.5, as `vote.dense`);
 - `both`: the sum of the two;
 - `pmi`: the reply the evidence makes most likely: its log-probability after the prompt less that
-  after a prompt without evidence (`models.scoring.score_texts`), so that a reply is judged by what
+  after a prompt without evidence (`models.scoring.score_choices`), so that a reply is judged by what
   the excerpts add to it, not by how common its words are;
 - `likelihood`: the reply's mean log-probability after the prompt.
 When the model can be read (`read`), both model readings are recorded whatever the way, so that a
@@ -33,18 +33,19 @@ from assistant.prompts import ANSWER_PREFIX
 from assistant.vote import DenseReader, dense
 from models.errors import ModelError
 from models.llm import Usage
-from models.scoring import score_texts
+from models.scoring import score_choices
 
 Reads = Callable[[list[str]], tuple[list[float], list[float]]]  # texts -> (mean log-probability, pmi)
 
 
 def reads(llm, messages: list[dict], usage: Usage) -> Reads | None:
-    """The model's readings of replies to `messages` (`models.scoring.score_texts`, after the
-    answer's prefix), its usage counted; None for a model that cannot be read so."""
+    """The model's readings of replies to `messages` (`models.scoring.score_choices`: each reply's
+    first 32 tokens after the answer's prefix, the prompt without evidence read last), its usage
+    counted; None for a model that cannot be read so."""
     def read(texts: list[str]) -> tuple[list[float], list[float]]:
-        mean, pmi, u = score_texts(llm, messages, ANSWER_PREFIX, texts)
+        sc, u = score_choices(llm, messages, ANSWER_PREFIX, [], texts, neutral_last=True, most=32)
         usage.add(u)
-        return mean, pmi
+        return sc.options, sc.pmi
     return read if can_score(llm) else None
 
 
@@ -59,12 +60,13 @@ def chosen(replies: Sequence[Reply], reader: DenseReader, units, question: str, 
     sim = vecs @ vecs.T
     agree = (sim.sum(axis=1) - np.diag(sim)) / max(n - 1, 1)
     support = dense(reader.excerpts(units), vecs)  # the replies' own vectors, not read again
-    mean, pmi = read(texts) if read is not None and n > 1 else ([0.0] * n, [0.0] * n)
+    got = read(texts) if read is not None and n > 1 else None  # one reply: nothing to compare
+    mean, pmi = got or ([0.0] * n, [0.0] * n)
     total = {"agree": agree, "support": support, "pmi": np.asarray(pmi), "likelihood": np.asarray(mean),
              "both": agree + (support / max(support.max(), 1e-9) if support.any() else 0)}[how]
     best = int(np.argmax(total))
     return best, {"agree": [round(float(x), 4) for x in agree], "support": [round(float(x), 4) for x in support],
-                  **({"pmi": [round(x, 4) for x in pmi], "likelihood": [round(x, 4) for x in mean]} if read else {}),
+                  **({"pmi": [round(x, 4) for x in pmi], "likelihood": [round(x, 4) for x in mean]} if got else {}),
                   "texts": texts, "pick": best}
 
 

@@ -16,7 +16,8 @@ After the prompt and the start of the reply (e.g. "Answer:"), four readings of t
   and none for a second that follows it surely.
 The neutral prompt is read first and the real one last, so the real prompt stays in the model's
 state (a generation that follows reads none of it again); the fixed head comes from the prompt
-cache like any other call's.
+cache like any other call's. Replies the model has just written to the real prompt are read the
+other way round (`neutral_last`): that prompt is in its state already.
 """
 
 from __future__ import annotations
@@ -52,10 +53,14 @@ def log_softmax(x: np.ndarray) -> np.ndarray:
 def score_choices(
     llm: LocalLLM, messages: list[dict], prefix: str, letters: list[str], options: list[str], *,
     priority: int = HIGH, with_options: bool = True, neutral: str = "Answer briefly.", fresh: bool = False,
+    neutral_last: bool = False, most: int = 24,
 ) -> tuple[Scores, Usage]:
     """The scores of `letters` (each read as " X") and of `options` after `messages` and `prefix`;
     `neutral`: the user message of the prompt without evidence (with `with_options`); `fresh`: the
-    context's reuse starts from the saved head (`PromptCache.prepare`), as a question's first call should."""
+    context's reuse starts from the saved head (`PromptCache.prepare`), as a question's first call should;
+    `neutral_last`: the neutral prompt read after the real one, for a prompt the model has just
+    answered (in its state already) and that nothing reads after (replies it wrote); `most`: the
+    tokens of an option that count."""
     llama = llm._open()
     rendered = llm.prompts.tokens(messages)
     if rendered is None:
@@ -66,18 +71,22 @@ def score_choices(
     letter_ids = [llama.tokenize(f" {x}".encode(), add_bos=False, special=False)[0] for x in letters]
     if len(set(letter_ids)) != len(letter_ids):
         raise ModelError(f"{llm.name}: the letters are not one token each")
-    conts = [llama.tokenize(f" {x}".encode(), add_bos=False, special=False)[:24] or letter_ids[:1] for x in options]
+    conts = [llama.tokenize(f" {x}".encode(), add_bos=False, special=False)[:most] or (letter_ids or after)[:1]
+             for x in options]
     if llm.closing.is_set():
         raise ModelError("the process is stopping")
+
+    def base(first_call: bool) -> list[float]:  # each option's total after the prompt without evidence
+        blank, blank_head = llm.prompts.tokens([*messages[:-1], {"role": "user", "content": neutral}])
+        return [sum(x) for x in _continuations(llm, blank + after, blank_head, conts, first_call)[1]]
+
     llm.gate.acquire(priority)
     t0 = time.perf_counter()
     try:
-        base_lp: list[float] = []
-        if with_options:
-            blank, blank_head = llm.prompts.tokens([*messages[:-1], {"role": "user", "content": neutral}])
-            base_lp = [sum(x) for x in _continuations(llm, blank + after, blank_head, conts, fresh)[1]]
+        base_lp = base(fresh) if with_options and not neutral_last else []
         first, per_token, cached = _continuations(llm, toks, head, conts if with_options else [],
-                                                  fresh and not with_options)
+                                                  fresh and not (with_options and not neutral_last))
+        base_lp = base(False) if with_options and neutral_last else base_lp
         letter_lp = [float(first[i]) for i in letter_ids]
     finally:
         llm.gate.release()
@@ -85,33 +94,6 @@ def score_choices(
     pmi = [sum(x) - b for x, b in zip(per_token, base_lp, strict=True)]
     usage = Usage(len(toks), 0, time.perf_counter() - t0, cached)
     return Scores(letter_lp, option_lp, pmi, [sum(x) for x in per_token]), usage
-
-
-def score_texts(llm: LocalLLM, messages: list[dict], prefix: str, texts: list[str], *, priority: int = HIGH,
-                neutral: str = "Answer briefly.", most: int = 32) -> tuple[list[float], list[float], Usage]:
-    """(each text's mean log-probability after `messages` and `prefix`, its total less that after the
-    prompt without evidence (`neutral`), usage): how the model reads replies it has written. The
-    real prompt is read first, so a prompt the model has just answered is not read again; the
-    neutral one last (the context then holds it). The first `most` tokens of each text count."""
-    llama = llm._open()
-    rendered = llm.prompts.tokens(messages)
-    blank = llm.prompts.tokens([*messages[:-1], {"role": "user", "content": neutral}])
-    if rendered is None or blank is None:
-        raise ModelError(f"{llm.name}: scoring needs the model's own chat template")
-    after = llama.tokenize(prefix.encode("utf-8"), add_bos=False, special=False)
-    conts = [llama.tokenize(f" {t}".encode(), add_bos=False, special=False)[:most] or after[:1] for t in texts]
-    if llm.closing.is_set():
-        raise ModelError("the process is stopping")
-    llm.gate.acquire(priority)
-    t0 = time.perf_counter()
-    try:
-        _, real, cached = _continuations(llm, rendered[0] + after, rendered[1], conts)
-        _, base, _ = _continuations(llm, blank[0] + after, blank[1], conts)
-    finally:
-        llm.gate.release()
-    mean = [sum(x) / len(x) for x in real]
-    pmi = [sum(x) - sum(b) for x, b in zip(real, base, strict=True)]
-    return mean, pmi, Usage(len(rendered[0]), 0, time.perf_counter() - t0, cached)
 
 
 def _continuations(llm: LocalLLM, toks: list[int], head: int, conts: list[list[int]], fresh: bool = False):

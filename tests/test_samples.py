@@ -83,7 +83,7 @@ def test_the_reply_the_evidence_makes_likeliest_is_shown_by_pmi(memory, clock, r
 
     read_texts = []
 
-    def read(texts):  # the model's readings as `models.scoring.score_texts` gives them: (mean, pmi)
+    def read(texts):  # the model's readings as `samples.reads` gives them: (mean, pmi)
         read_texts.append(texts)
         return [-1.0 for _ in texts], [9.0 if "noodles" in t else 1.0 for t in texts]
 
