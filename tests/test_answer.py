@@ -163,6 +163,20 @@ def test_empty_memory_still_answers(store, clock):
     assert not llm.calls  # nothing to read: the model is not asked
 
 
+def test_a_choice_with_nothing_behind_it_is_not_guessed(store, clock):
+    """Multiple choice on an empty memory: no letter the model would only guess, the same
+    "I don't find this" as an open question; with evidence, the model chooses."""
+    llm = FakeLLM([{"evidence": [], "choice": "B"}])
+    q = Query("Who used the screwdriver first?", T, options=("Tasha", "Alice", "Shure", "Lucia"))
+    a = Answerer(store, clock, AnswerSettings(planner="rule", choose="generate"), llm).answer(q)
+    assert (a.status, a.mode, a.guard, a.choice) == ("ok", "not_found", "no evidence", None) and not llm.calls
+    assert a.answer == "I don't find this in the memory." and a.evidence == []
+    store.add([Observation("A2_ALICE", "caption", T - 60_000, T - 59_000, "I keep tightening the screws with the "
+                           "screwdriver", lang="en")])
+    a = Answerer(store, clock, AnswerSettings(planner="rule", choose="generate"), llm).answer(q)
+    assert (a.mode, a.choice) == ("model", "B") and llm.calls
+
+
 def test_an_open_question_the_model_writes_gets_the_larger_context(slice_db, clock):
     """`open_context_tokens` for an open question whose answer the model writes; `context_tokens`
     for multiple choice and for an open "who" (whose answer is a scored name)."""
