@@ -149,7 +149,7 @@ class Answerer:
         """`shown(units, events)`: told what the model is given, before it reads (a page shows it)."""
         choices = tuple(LETTERS[i] for i, o in enumerate(q.options[:4]) if o)
         self.search.refresh()
-        gone = [] if choices else unseen(q, lambda t: self.search.segments.idf(t) > 0, self.names())
+        gone = unseen(q, lambda t: self.search.segments.idf(t) > 0, self.names())
         span = None if choices or gone else self.span(q)
         g = self.span_talk(q, span) if span else None
         span = span if g else None  # a span where nothing was said is searched as any question
@@ -167,7 +167,7 @@ class Answerer:
         t0 = time.perf_counter()
         usage = Usage()
         usage.add(g.usage)
-        if (gone or not units) and not (choices and events):  # nothing to read: no model can say more (nor guess)
+        if gone or not (units or choices and events):  # nothing to read: no model can say more (nor guess)
             why = f"never seen: {', '.join(gone)}" if gone else "no evidence"
             r = Reply(extractive(units, q, self.clock.label, found=False), mode=NOT_FOUND_MODE, guard=why)
         elif span and (quoted := talk.span_sentence(units, *span, self.clock.label,

@@ -274,6 +274,11 @@ def test_a_question_about_what_was_never_seen_gets_a_non_answer(memory, clock):
         Query("Where does the giraffe sleep after dinner?", T + 3_600_000))
     assert a.mode == "not_found" and a.guard == "never seen: giraffe, sleep" and not llm.calls
     assert a.answer.startswith(NOT_FOUND + " The closest: Jake's view, DAY1 11:10: Katrina: Let's order pizza")
+    # nor is a letter guessed for it among options
+    choice = Answerer(memory, clock, AnswerSettings(planner="rule", choose="generate"), llm).answer(
+        Query("Where does the giraffe sleep after dinner?", T + 3_600_000, options=("garage", "kitchen", "yard")))
+    assert (choice.mode, choice.guard, choice.choice) == ("not_found", "never seen: giraffe, sleep", None)
+    assert choice.answer.startswith(NOT_FOUND) and not llm.calls
 
 
 def test_a_sentence_that_copies_the_question_is_left_out(clock):
