@@ -49,6 +49,10 @@ GENERIC = frozenset(query_tokens("""people person everyone someone something thi
 _QUOTED = re.compile(r"^([A-Z][\w'-]{0,30}):\s*(.+)$")  # "Jake: We can or we can't."
 _VIEW_SHOWS = re.compile(r"\b([A-Z][\w-]*)'s view (?:shows|showed)(?: that)?\s+")  # "Katrina's view shows that ..."
 _PREFIX = re.compile(r"^(?:the\s+)?answer(?:\s+is)?\s*[:：-]\s*", re.I)
+# a phrase of 6 characters or more said again right after itself, as captions and transcripts
+# sometimes hold it ("I'm using my phone I'm using my phone", "Egg tart crusts? Egg tart crusts")
+_RERUN = re.compile(r"\b(\w.{4,78}?\w)(?:[\s,.!?;:。，！？；、]+\1\b)+", re.I)
+_RERUN_CJK = re.compile(r"([\u3400-\u4dbf\u4e00-\u9fff]{3,30}?)(?:[\s，。！？；、]*\1)+")  # 社会问题社会问题
 # how a reply is turned into the answer the asker reads
 # (timed: an open "when" question told the time of its best excerpt, `assistant.when`)
 # (quoted: a question about what was said in a span, told by a few turns of its talk, `assistant.talk`)
@@ -204,10 +208,16 @@ def grounded(answer: str, q: Query, units: list[Unit]) -> tuple[bool, bool]:
     return foreign or len(seen & said) >= min(2, max(1, len(said) - 2)), bool(seen & asked)
 
 
+def unrepeated(line: str) -> str:
+    """A line with a phrase that runs again right after itself said once: "I'm using my phone I'm
+    using my phone I'm using my phone" -> "I'm using my phone" (the recording's words, not the model's)."""
+    return _RERUN_CJK.sub(r"\1", _RERUN.sub(r"\1", line))
+
+
 def cite_line(u: Unit, q: Query, label: Callable[[int], str]) -> str:
     """"Alice's view, DAY1 11:16: I keep tightening screws" — the unit's line closest to the question."""
     wanted = set(query_tokens(" ".join((q.question, *q.options))))
-    line = " / ".join(best_lines(u, wanted, 1))
+    line = unrepeated(" / ".join(best_lines(u, wanted, 1)))
     line = line if len(line) <= 160 else line[:157] + "..."
     line = line.rstrip(" .;。") if not line.endswith("...") else line
     return f"{view_of(u.agent)}, {label(u.start_ms)[:-3]}: {line}"

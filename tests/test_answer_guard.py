@@ -14,6 +14,7 @@ from assistant.guard import (
     garbage,
     grounded,
     two_sentences,
+    unrepeated,
     unseen,
     without_echoes,
 )
@@ -158,6 +159,29 @@ def test_extractive_answers_name_who_and_when(clock):
     gone = extractive([alice], Query("Where is the giraffe?", T), clock.label, found=False)
     assert gone.startswith(NOT_FOUND + " The closest: Alice's view, DAY1 11:16:")
     assert extractive([], q, clock.label, found=False) == NOT_FOUND
+
+
+@pytest.mark.parametrize(("line", "said_once"), [
+    ("I'm using my phone I'm using my phone I'm using my phone", "I'm using my phone"),
+    ("Tasha: Was this activity originally planned? Was this activity originally planned?",
+     "Tasha: Was this activity originally planned?"),
+    ("Tasha: Do you have egg tart crusts? Egg tart crusts", "Tasha: Do you have egg tart crusts"),
+    ("社会问题社会问题", "社会问题"),
+    # words said twice on purpose, and different sentences, stay
+    ("very very good", "very very good"),
+    ("好的好的", "好的好的"),
+    ("I continue cleaning the dishes. I clean the dishes", "I continue cleaning the dishes. I clean the dishes"),
+])
+def test_a_line_that_runs_again_after_itself_is_shown_once(line, said_once):
+    assert unrepeated(line) == said_once
+
+
+def test_the_evidence_shown_as_the_answer_does_not_loop_where_the_recording_did(clock):
+    """A caption that holds its phrase three times (EgoLife A1_JAKE DAY1 12:45) made the extractive
+    answer read as a looping reply."""
+    phone = unit("A1_JAKE", T + 45 * 60_000, "我在用手机我在用手机\nI'm using my phone I'm using my phone I'm using my phone")
+    shown = extractive([phone], Query("What was I doing with my phone?", T + 3_600_000), clock.label)
+    assert shown == "From the memory: Jake's view, DAY1 11:45: I'm using my phone." and garbage(shown) is None
 
 
 def test_an_answer_is_grounded_by_what_it_brings_from_the_evidence():
