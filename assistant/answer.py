@@ -245,7 +245,7 @@ class Answerer:
         if choices:
             return Reply(f"{reply.choice}. {q.options[LETTERS.index(reply.choice)]}", reply.choice, cites,
                          scores=scored.scores if scored else None)
-        return check_open(reply.answer, q, units, cites, prompt, self.clock.label)
+        return check_open(reply.answer, q, units, cites, prompt, self.clock.label, s.open_sentences)
 
     def ask(self, q: Query, order: tuple[int, ...]) -> str:
         """The question as the model reads it, the options listed in `order` (indices of q.options)."""

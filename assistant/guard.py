@@ -106,11 +106,6 @@ def clean(text: str) -> str:
     return _PREFIX.sub("", _LEADING.sub("", _TRAILING.sub("", text)).strip())
 
 
-def two_sentences(text: str) -> str:
-    parts = _SENTENCE.split(text)
-    return " ".join(parts[:2])
-
-
 def without_asides(text: str, q: Query, units: list[Unit], share: float = 0.8) -> str:
     """The reply less the sentences after its first that copy an excerpt's line and share no word
     with the question but people's names: "Jake decides to eat KFC for lunch. Jake turns on the
@@ -238,9 +233,10 @@ def extractive(units: list[Unit], q: Query, label: Callable[[int], str], *, foun
 
 
 def check_open(raw: str, q: Query, units: list[Unit], cites: list[int], prompt: str,
-               label: Callable[[int], str]) -> Reply:
-    """The open answer as shown: the model's first two clean sentences when they hold up; else the
-    evidence itself (`extractive`), or "I don't find this in the memory" with the closest evidence."""
+               label: Callable[[int], str], sentences: int = 2) -> Reply:
+    """The open answer as shown: the model's first clean `sentences` when they hold up (the second alone
+    when the first says nothing of its own); else the evidence itself (`extractive`), or "I don't find
+    this in the memory" with the closest evidence."""
     text = without_echoes(clean(raw), prompt)
     cited = [units[i - 1] for i in cites] or units
     cited_first = [*cited, *(u for u in units if u not in cited)]  # for an answer of lines said
@@ -255,8 +251,8 @@ def check_open(raw: str, q: Query, units: list[Unit], cites: list[int], prompt: 
     if not from_evidence:
         return Reply(extractive(units, q, label, found=False), None, cites, NOT_FOUND_MODE, "not in the evidence",
                      raw=raw)
-    text = two_sentences(without_asides(text, q, units))
-    first, *rest = _SENTENCE.split(text)
+    first, *rest = _SENTENCE.split(without_asides(text, q, units))
+    text, rest = " ".join([first, *rest][:sentences]), rest[:max(sentences - 1, 1)]
     names = set() if question_word(q.question) == "who" else {t for u in units for t in query_tokens(person_name(u.agent))}
     ignore = names | GENERIC | _TIME_TOKENS  # what a first sentence may hold and still say nothing
     if talk.brings_nothing(first, q, ignore):  # "Jake was talking about lunch on DAY1."

@@ -13,7 +13,6 @@ from assistant.guard import (
     extractive,
     garbage,
     grounded,
-    two_sentences,
     unrepeated,
     unseen,
     without_echoes,
@@ -63,13 +62,12 @@ def test_what_is_shown_is_judged_without_the_prompts_scaffolding():
     assert garbage("They ate pizza. }") == "outside schema" and garbage("") == "empty" and garbage("20:34,567-89") == "not words"
 
 
-def test_clean_trims_debris_and_two_sentences_cut():
+def test_clean_trims_debris():
     assert clean('The answer is: They ate pizza. }') == "They ate pizza."
     assert clean("Alice cut the mango [2]. \n") == "Alice cut the mango."
     assert clean("Katrina's view shows that they are auctioning.") == "Katrina saw that they are auctioning."
     assert degenerate("Jake's view shows he is shopping for more than 50 yuan.") is None
     assert degenerate("Jake's view on DAY6 16:02:41") == "outside schema"
-    assert two_sentences("One. Two! Three? Four.") == "One. Two!"
 
 
 def test_loops_are_seen_while_generating():
