@@ -329,6 +329,21 @@ def test_a_caption_copied_beside_the_answer_is_left_out(clock):
     assert r.text == "We decide to eat KFC for lunch. Shure wanted the family bucket."
 
 
+def test_an_open_answer_is_cut_to_its_sentences(clock):
+    """`answer.open_sentences`: the first sentence alone with 1; after a first that only writes the
+    question back, the next one."""
+    units = [unit("A1_JAKE", T, "Jake turns on the faucet and laughs.\nShure: KFC, KFC family bucket.")]
+    q = Query("What do we decide to eat for lunch?", T + 3_600_000)
+    reply = "We decide to eat KFC for lunch. Shure wanted the family bucket. Jake: Hahaha."
+    assert check_open(reply, q, units, [1], PROMPT, clock.label).text == (
+        "We decide to eat KFC for lunch. Shure wanted the family bucket.")
+    assert check_open(reply, q, units, [1], PROMPT, clock.label, 1).text == "We decide to eat KFC for lunch."
+    q = Query("What did Jake do at lunch on DAY1?", T + 7_200_000)
+    r = check_open("Jake did something at lunch on DAY1. Shure wanted the KFC family bucket for everyone. He laughed.", q, units,
+                   [1], PROMPT, clock.label, 1)
+    assert (r.mode, r.text) == ("model", "Shure wanted the KFC family bucket for everyone.")
+
+
 def test_an_answer_that_writes_the_question_back_gives_way_to_what_was_said(clock):
     from assistant import talk
 
