@@ -37,7 +37,7 @@ _SCAFFOLD = re.compile(r"\b\w+'s view\b|\bquestion \(asked at|\b(?:excerpts|shar
 _TRAILING = re.compile(r"[\s\"'`,;:{}\[\]]+$")
 _LEADING = re.compile(r"^[\s\"'`,;:{}\[\]]+")
 _CITES = re.compile(r"\s*\[\d+(?:\s*,\s*\d+)*\]")
-_SENTENCE = re.compile(r"(?<=[.!?。！？])\s+")
+_SENTENCE = re.compile(r"(?<=[.!?。！？])(?<!\.\.\.)\s+")  # not after "..." ("It seems like... David Tao?")
 _NO_ANSWER = re.compile(r"\b(i don'?t (?:know|find)|no information|not (?:mentioned|provided|in the (?:evidence|excerpts))|"
                         r"cannot (?:be )?(?:determined|answer)|can'?t (?:tell|answer))\b", re.I)
 _TIME_WORDS = frozenset("""morning afternoon evening night noon midnight today yesterday tomorrow first last
@@ -233,7 +233,7 @@ def extractive(units: list[Unit], q: Query, label: Callable[[int], str], *, foun
 
 
 def check_open(raw: str, q: Query, units: list[Unit], cites: list[int], prompt: str,
-               label: Callable[[int], str], sentences: int = 2) -> Reply:
+               label: Callable[[int], str], sentences: int = 1) -> Reply:
     """The open answer as shown: the model's first clean `sentences` when they hold up (the second alone
     when the first says nothing of its own); else the evidence itself (`extractive`), or "I don't find
     this in the memory" with the closest evidence."""
@@ -266,17 +266,20 @@ def check_open(raw: str, q: Query, units: list[Unit], cites: list[int], prompt: 
 
 def reported(text: str, units: list[Unit], label: Callable[[int], str]) -> str:
     """A reply that only copies a line of speech ("Jake: We can or we can't.") told as a sentence
-    of who said it and when, from the first excerpt that holds the line: 'At 11:53 on DAY1, Jake
-    said: "We can or we can't."'; any other reply as it is."""
+    of who said it and when, from the first excerpt that holds the line, in its recorded words: 'At
+    11:53 on DAY1, Jake said: "We can or we can't. How many people in total?"'; any other reply as it is."""
     m = _QUOTED.match(text)
     if not m or not tokens(m.group(2)):
         return text
     who, said = m.group(1), m.group(2).strip()
     key = " ".join(tokens(said)[:8])
     for u in units:
-        if any(speaker_of(line) == who and key in " ".join(tokens(line)) for line in unit_lines(u)):
-            day, _, hms = label(u.start_ms).partition(" ")
-            return f'At {hms[:5]} on {day}, {who} said: "{said}"'
+        for line in unit_lines(u):
+            if speaker_of(line) == who and key in " ".join(tokens(line)):
+                day, _, hms = label(u.start_ms).partition(" ")
+                whole = unrepeated(line.split(":", 1)[1].strip())  # as recorded: a reply cut short quotes it all
+                whole = whole if " ".join(tokens(whole)).startswith(key) and len(whole) <= 200 else said
+                return f'At {hms[:5]} on {day}, {who} said: "{whole}"'
     return f'{who} said: "{said}"'
 
 
