@@ -37,7 +37,8 @@ _SCAFFOLD = re.compile(r"\b\w+'s view\b|\bquestion \(asked at|\b(?:excerpts|shar
 _TRAILING = re.compile(r"[\s\"'`,;:{}\[\]]+$")
 _LEADING = re.compile(r"^[\s\"'`,;:{}\[\]]+")
 _CITES = re.compile(r"\s*\[\d+(?:\s*,\s*\d+)*\]")
-_SENTENCE = re.compile(r"(?<=[.!?。！？])(?<!\.\.\.)\s+")  # not after "..." ("It seems like... David Tao?")
+# not after "..." ("It seems like... David Tao?"); after 。！？ with no space too
+_SENTENCE = re.compile(r"(?<=[.!?])(?<!\.\.\.)\s+|(?<=[。！？])\s*(?=\S)")
 _NO_ANSWER = re.compile(r"\b(i don'?t (?:know|find)|no information|not (?:mentioned|provided|in the (?:evidence|excerpts))|"
                         r"cannot (?:be )?(?:determined|answer)|can'?t (?:tell|answer))\b", re.I)
 _TIME_WORDS = frozenset("""morning afternoon evening night noon midnight today yesterday tomorrow first last
@@ -51,7 +52,7 @@ _VIEW_SHOWS = re.compile(r"\b([A-Z][\w-]*)'s view (?:shows|showed)(?: that)?\s+"
 _PREFIX = re.compile(r"^(?:the\s+)?answer(?:\s+is)?\s*[:：-]\s*", re.I)
 # a phrase of 6 characters or more said again right after itself, as captions and transcripts
 # sometimes hold it ("I'm using my phone I'm using my phone", "Egg tart crusts? Egg tart crusts")
-_RERUN = re.compile(r"\b(\w.{4,78}?\w)(?:[\s,.!?;:。，！？；、]+\1\b)+", re.I)
+_RERUN = re.compile(r"\b(\w.{4,78}?\w)([\s,.!?;:。，！？；、]+)\1\b(?:[\s,.!?;:。，！？；、]+\1\b)*", re.I)
 _RERUN_CJK = re.compile(r"([\u3400-\u4dbf\u4e00-\u9fff]{3,30}?)(?:[\s，。！？；、]*\1)+")  # 社会问题社会问题
 # how a reply is turned into the answer the asker reads
 # (timed: an open "when" question told the time of its best excerpt, `assistant.when`)
@@ -206,7 +207,12 @@ def grounded(answer: str, q: Query, units: list[Unit]) -> tuple[bool, bool]:
 def unrepeated(line: str) -> str:
     """A line with a phrase that runs again right after itself said once: "I'm using my phone I'm
     using my phone I'm using my phone" -> "I'm using my phone" (the recording's words, not the model's)."""
-    return _RERUN_CJK.sub(r"\1", _RERUN.sub(r"\1", line))
+    def once(m: re.Match) -> str:  # the first saying, with its own mark unless one follows the last
+        mark = m[2].strip()[:1]
+        follows = m.end() < len(line) and not line[m.end()].isspace() and not line[m.end()].isalnum()
+        return m[1] + ("" if follows else mark)
+
+    return _RERUN_CJK.sub(r"\1", _RERUN.sub(once, line))
 
 
 def cite_line(u: Unit, q: Query, label: Callable[[int], str]) -> str:
@@ -252,7 +258,7 @@ def check_open(raw: str, q: Query, units: list[Unit], cites: list[int], prompt: 
         return Reply(extractive(units, q, label, found=False), None, cites, NOT_FOUND_MODE, "not in the evidence",
                      raw=raw)
     first, *rest = _SENTENCE.split(without_asides(text, q, units))
-    text, rest = " ".join([first, *rest][:sentences]), rest[:max(sentences - 1, 1)]
+    text, rest = " ".join([first, *rest][:sentences]), rest[:sentences]
     names = set() if question_word(q.question) == "who" else {t for u in units for t in query_tokens(person_name(u.agent))}
     ignore = names | GENERIC | _TIME_TOKENS  # what a first sentence may hold and still say nothing
     if talk.brings_nothing(first, q, ignore):  # "Jake was talking about lunch on DAY1."
@@ -277,8 +283,10 @@ def reported(text: str, units: list[Unit], label: Callable[[int], str]) -> str:
         for line in unit_lines(u):
             if speaker_of(line) == who and key in " ".join(tokens(line)):
                 day, _, hms = label(u.start_ms).partition(" ")
-                whole = unrepeated(line.split(":", 1)[1].strip())  # as recorded: a reply cut short quotes it all
-                whole = whole if " ".join(tokens(whole)).startswith(key) and len(whole) <= 200 else said
+                whole = unrepeated(re.split(r"[:：]\s*", line, maxsplit=1)[-1].strip())
+                parts = _SENTENCE.split(whole)  # as recorded, when the reply stopped at one of its sentences' ends
+                cut = any(tokens(" ".join(parts[:k])) == tokens(said) for k in range(1, len(parts)))
+                whole = whole if cut and len(whole) <= 200 else said
                 return f'At {hms[:5]} on {day}, {who} said: "{whole}"'
     return f'{who} said: "{said}"'
 

@@ -163,7 +163,7 @@ def test_extractive_answers_name_who_and_when(clock):
     ("I'm using my phone I'm using my phone I'm using my phone", "I'm using my phone"),
     ("Tasha: Was this activity originally planned? Was this activity originally planned?",
      "Tasha: Was this activity originally planned?"),
-    ("Tasha: Do you have egg tart crusts? Egg tart crusts", "Tasha: Do you have egg tart crusts"),
+    ("Tasha: Do you have egg tart crusts? Egg tart crusts", "Tasha: Do you have egg tart crusts?"),
     ("社会问题社会问题", "社会问题"),
     # words said twice on purpose, and different sentences, stay
     ("very very good", "very very good"),
@@ -396,6 +396,10 @@ def test_a_copied_line_of_speech_is_told_as_who_said_it_and_when(clock):
     # the first sentence of a reply that went on with words of its own: the recorded line, whole
     r = check_open("Jake: We can or we can't. Alice also正在听他讲东西", q, units, [1], PROMPT, clock.label)
     assert r.text == 'At 11:01 on DAY1, Jake said: "We can or we can\'t. How many people in total?"'
+    # but not a longer line that only starts with the reply's words
+    shop = [unit("A4_LUCIA", T + 90_000, "Jake: The shop is closed today, we go after lunch. Maybe tomorrow")]
+    r = check_open("Jake: The shop is closed. Alice also正在听他讲东西", q, shop, [1], PROMPT, clock.label)
+    assert r.text == 'At 11:01 on DAY1, Jake said: "The shop is closed."'
     # a line no excerpt holds is told without a time; an answer that is a sentence is left as it is
     r = check_open("Jake: How many people are providing lunch?", q, units, [1], PROMPT, clock.label)
     assert r.text == 'Jake said: "How many people are providing lunch?"'
