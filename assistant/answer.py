@@ -167,7 +167,7 @@ class Answerer:
         t0 = time.perf_counter()
         usage = Usage()
         usage.add(g.usage)
-        if gone or not (units or choices and events):  # nothing to read: no model can say more (nor guess)
+        if gone or not (units or (choices and events)):  # nothing to read: no model can say more (nor guess)
             why = f"never seen: {', '.join(gone)}" if gone else "no evidence"
             r = Reply(extractive(units, q, self.clock.label, found=False), mode=NOT_FOUND_MODE, guard=why)
         elif span and (quoted := talk.span_sentence(units, *span, self.clock.label,

@@ -22,7 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from assistant import talk
-from assistant.context import best_lines, is_cjk, speaker_of, unit_lines, view_of
+from assistant.context import best_lines, is_cjk, unit_lines, view_of
 from assistant.query import Query, person_name, question_word
 from memory.records import Unit
 from memory.tokenize import query_tokens
@@ -280,10 +280,10 @@ def reported(text: str, units: list[Unit], label: Callable[[int], str]) -> str:
     who, said = m.group(1), m.group(2).strip()
     key = " ".join(tokens(said)[:8])
     for u in units:
-        for line in unit_lines(u):
-            if speaker_of(line) == who and key in " ".join(tokens(line)):
+        for speaker, words in map(talk.said_by, unit_lines(u)):
+            if speaker == who and key in " ".join(tokens(words)):
                 day, _, hms = label(u.start_ms).partition(" ")
-                whole = unrepeated(re.split(r"[:：]\s*", line, maxsplit=1)[-1].strip())
+                whole = unrepeated(words)
                 parts = _SENTENCE.split(whole)  # as recorded, when the reply stopped at one of its sentences' ends
                 cut = any(tokens(" ".join(parts[:k])) == tokens(said) for k in range(1, len(parts)))
                 whole = whole if cut and len(whole) <= 200 else said

@@ -83,9 +83,10 @@ def score_choices(
     llm.gate.acquire(priority)
     t0 = time.perf_counter()
     try:
-        base_lp = base(fresh) if with_options and not neutral_last else []
+        neutral_first = with_options and not neutral_last  # the first call is then the neutral prompt's
+        base_lp = base(fresh) if neutral_first else []
         first, per_token, cached = _continuations(llm, toks, head, conts if with_options else [],
-                                                  fresh and not (with_options and not neutral_last))
+                                                  fresh and not neutral_first)
         base_lp = base(False) if with_options and neutral_last else base_lp
         letter_lp = [float(first[i]) for i in letter_ids]
     finally:
