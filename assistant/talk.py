@@ -161,11 +161,26 @@ def span_sentence(units: list[Unit], lo: int, hi: int, label: Callable[[int], st
         [i + 1 for i, _, _ in picked]
 
 
+# the past of irregular verbs, which the stemmer leaves apart from the question's present ("drew"/"draw")
+_PAST = {past: query_tokens(base)[0] for past, base in (pair.split(":") for pair in """ate:eat began:begin
+    bought:buy brought:bring came:come chose:choose drank:drink drew:draw drove:drive fell:fall felt:feel
+    found:find gave:give got:get heard:hear held:hold hung:hang kept:keep knew:know left:leave lost:lose made:make
+    meant:mean met:meet paid:pay ran:run rode:ride sang:sing sat:sit saw:see sent:send sold:sell spent:spend
+    spoke:speak stood:stand swam:swim taught:teach thought:think threw:throw told:tell took:take went:go
+    woke:wake won:win wore:wear wrote:write""".split())}
+
+
+def _words(text: str) -> set[str]:
+    """The tokens that can say something: the present of an irregular past, no numbers or day labels."""
+    return {_PAST.get(t, t) for t in query_tokens(text) if len(t) > 2 and not _DAY_TOKEN.match(t)}
+
+
 def brings_nothing(sentence: str, q: Query, ignore: frozenset[str] | set[str]) -> bool:
     """Whether the sentence holds no word but the question's own and those of `ignore` (names,
     generic and time words): "Jake was talking about lunch on DAY1." to "What were we talking
-    about at lunch on DAY1?"."""
-    return not {t for t in query_tokens(sentence) if len(t) > 2} - set(query_tokens(q.question)) - ignore
+    about at lunch on DAY1?", "Katrina drew the last time she was at the whiteboard on DAY5." to
+    "What did Katrina draw the last time she was at the whiteboard?"."""
+    return not _words(sentence) - _words(q.question) - ignore
 
 
 def reported(units: list[Unit], q: Query, label: Callable[[int], str], ignore: frozenset[str] | set[str],

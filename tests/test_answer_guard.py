@@ -372,6 +372,22 @@ def test_an_answer_that_writes_the_question_back_gives_way_to_what_was_said(cloc
     assert r.mode == "model" and r.text.startswith("Jake asked whether lunch was provided (Katrina's view")
 
 
+def test_a_restated_question_in_the_past_tense_or_with_a_time_is_still_restated(clock):
+    """The base model's replies on EgoLifeQA DAY1-2, asked open: an irregular past ("drew" for
+    "draw", "took" for "take") and a day or clock time bring nothing the question did not hold."""
+    units = [unit("A5_KATRINA", T, "I drew a dog on the whiteboard\nAt 17:39 on DAY2 I walked into the kitchen\n"
+                                   "Katrina: I took out the vegetables")]
+    asked = [("What did Katrina draw the last time she was at the whiteboard?",
+              "Katrina drew the last time she was at the whiteboard on DAY5."),
+             ("What did I take out the last time I opened the fridge?", "I took out the fridge last time I opened it."),
+             ("The last time I walked into the kitchen, what did I do there?",
+              "I walked into the kitchen on DAY2 17:39:18.")]
+    for question, reply in asked:
+        r = check_open(reply, Query(question, T + 3_600_000), units, [1], PROMPT, clock.label)
+        assert (r.mode, r.guard) == ("extractive", "restates the question"), (question, r)
+    r = check_open("Katrina drew a dog on DAY1.", Query(asked[0][0], T + 3_600_000), units, [1], PROMPT, clock.label)
+    assert (r.mode, r.text) == ("model", "Katrina drew a dog on DAY1.")
+
 def test_a_made_up_answer_becomes_a_non_answer(clock):
     units = [unit("A1_JAKE", T, "Katrina: Let's order pizza for dinner")]
     q = Query("Where did Jake ride the bicycle?", T + 3_600_000)
@@ -471,3 +487,21 @@ def test_evidence_is_shown_by_the_lines_that_bear_out_the_answer(clock):
     lost = Answer("Who fixed the screwdriver?", f"{NOT_FOUND} The closest: ...", None, [phone], False,
                   Gathered([], [phone]), 100, {}, Usage(), mode="not_found")
     assert answer_json(lost, clock, T + 3_600_000)["evidence"][0]["lines"] == ["We fix the screwdriver"]
+
+
+def test_an_answer_about_the_asker_is_told_to_them(clock):
+    """The base model answers "What do I usually do ...?" in the asker's first person ("I check the
+    time and camera status", EgoLifeQA DAY1-2 asked open); the asker reads "You ...". Quoted words
+    and the source in parentheses stay as recorded, and a question about someone else is left alone."""
+    from assistant.guard import addressed
+
+    units = [unit("A1_JAKE", T, "I check the time and the camera status on my phone")]
+    q = Query("What do I usually do after getting close to the sports camera?", T + 3_600_000, asker="A1_JAKE")
+    r = check_open("I check the time and camera status on my phone.", q, units, [1], PROMPT, clock.label)
+    assert (r.mode, r.text) == ("model", "You check the time and camera status on your phone.")
+    assert addressed("Tasha handed me my cup (Jake's view, DAY1 11:00: I took the cup). I was glad, I'm sure.", q) == (
+        "Tasha handed you your cup (Jake's view, DAY1 11:00: I took the cup). You were glad, you're sure.")
+    assert addressed('At 11:33 on DAY2, Jake said: "I think so"', q) == 'At 11:33 on DAY2, Jake said: "I think so"'
+    other = Query("What did Katrina take out?", T + 3_600_000, asker="A1_JAKE")
+    assert addressed("I took out the vegetables.", other) == "I took out the vegetables."
+    assert addressed("I took out the vegetables.", Query(q.question, q.as_of_ms)) == "I took out the vegetables."
