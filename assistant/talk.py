@@ -161,18 +161,25 @@ def span_sentence(units: list[Unit], lo: int, hi: int, label: Callable[[int], st
         [i + 1 for i, _, _ in picked]
 
 
-# the past of irregular verbs, which the stemmer leaves apart from the question's present ("drew"/"draw")
+# the past of irregular verbs, which the stemmer leaves apart from the question's present ("drew"/"draw");
+# not those that are as often a noun or a direction ("left", "found", "saw")
 _PAST = {past: query_tokens(base)[0] for past, base in (pair.split(":") for pair in """ate:eat began:begin
-    bought:buy brought:bring came:come chose:choose drank:drink drew:draw drove:drive fell:fall felt:feel
-    found:find gave:give got:get heard:hear held:hold hung:hang kept:keep knew:know left:leave lost:lose made:make
-    meant:mean met:meet paid:pay ran:run rode:ride sang:sing sat:sit saw:see sent:send sold:sell spent:spend
-    spoke:speak stood:stand swam:swim taught:teach thought:think threw:throw told:tell took:take went:go
-    woke:wake won:win wore:wear wrote:write""".split())}
+    bought:buy broke:break brought:bring built:build came:come caught:catch chose:choose drank:drink drew:draw
+    drove:drive fed:feed fell:fall flew:fly gave:give got:get heard:hear held:hold hung:hang kept:keep knew:know
+    lent:lend lost:lose made:make meant:mean met:meet paid:pay ran:run rode:ride sang:sing sat:sit sent:send
+    slept:sleep sold:sell spent:spend spoke:speak stood:stand stuck:stick swam:swim swept:sweep taught:teach
+    thought:think threw:throw told:tell took:take tore:tear went:go woke:wake won:win wore:wear
+    wrote:write""".split())}
+# a question whose answer is a number or a day: "How many ...?", "Which day ...?"
+_ASKS_NUMBER = re.compile(r"\b(?:how (?:many|much|long|old|often)|(?:which|what) (?:day|date|time|number))\b", re.I)
 
 
-def _words(text: str) -> set[str]:
-    """The tokens that can say something: the present of an irregular past, no numbers or day labels."""
-    return {_PAST.get(t, t) for t in query_tokens(text) if len(t) > 2 and not _DAY_TOKEN.match(t)}
+def _words(text: str, numbers: bool = False) -> set[str]:
+    """The tokens that can say something: the present of an irregular past; numbers and day labels
+    only with `numbers`."""
+    words = (_PAST.get(t, t) for t in query_tokens(text))
+    return {w for w in words if (numbers and (w.isdigit() or _DAY_TOKEN.match(w)))
+            or (len(w) > 2 and not _DAY_TOKEN.match(w))}
 
 
 def brings_nothing(sentence: str, q: Query, ignore: frozenset[str] | set[str]) -> bool:
@@ -180,7 +187,8 @@ def brings_nothing(sentence: str, q: Query, ignore: frozenset[str] | set[str]) -
     generic and time words): "Jake was talking about lunch on DAY1." to "What were we talking
     about at lunch on DAY1?", "Katrina drew the last time she was at the whiteboard on DAY5." to
     "What did Katrina draw the last time she was at the whiteboard?"."""
-    return not _words(sentence) - _words(q.question) - ignore
+    numbers = bool(_ASKS_NUMBER.search(q.question))  # then a count or a day is the answer, not a time
+    return not _words(sentence, numbers) - _words(q.question, numbers) - ignore
 
 
 def reported(units: list[Unit], q: Query, label: Callable[[int], str], ignore: frozenset[str] | set[str],

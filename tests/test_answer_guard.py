@@ -387,6 +387,13 @@ def test_a_restated_question_in_the_past_tense_or_with_a_time_is_still_restated(
         assert (r.mode, r.guard) == ("extractive", "restates the question"), (question, r)
     r = check_open("Katrina drew a dog on DAY1.", Query(asked[0][0], T + 3_600_000), units, [1], PROMPT, clock.label)
     assert (r.mode, r.text) == ("model", "Katrina drew a dog on DAY1.")
+    # where the answer is a count or a day, the number is what the answer brings
+    units = [unit("A1_JAKE", T, "I bought 3 flowers on DAY2 and paid 120")]
+    for question, reply in [("How many flowers did I buy?", "I bought 3 flowers."),
+                            ("Which day did I buy the flowers?", "I bought the flowers on DAY2."),
+                            ("How much did I pay for the flowers?", "I paid 120 for the flowers.")]:
+        r = check_open(reply, Query(question, T + 3_600_000, asker="A1_JAKE"), units, [1], PROMPT, clock.label)
+        assert r.mode == "model" and r.text.startswith("You "), (question, r)
 
 def test_a_made_up_answer_becomes_a_non_answer(clock):
     units = [unit("A1_JAKE", T, "Katrina: Let's order pizza for dinner")]
@@ -502,6 +509,13 @@ def test_an_answer_about_the_asker_is_told_to_them(clock):
     assert addressed("Tasha handed me my cup (Jake's view, DAY1 11:00: I took the cup). I was glad, I'm sure.", q) == (
         "Tasha handed you your cup (Jake's view, DAY1 11:00: I took the cup). You were glad, you're sure.")
     assert addressed('At 11:33 on DAY2, Jake said: "I think so"', q) == 'At 11:33 on DAY2, Jake said: "I think so"'
+    # a quote left open by the cut to the first sentence, typographic marks, an aside before "I"
+    assert addressed('Katrina said: "I took the milk.', q) == 'Katrina said: "I took the milk.'
+    assert addressed("I’m sure I wasn’t there.", q) == "You're sure you weren't there."
+    assert addressed("Katrina said “I will come” and I left.", q) == "Katrina said “I will come” and you left."
+    assert addressed("The cup (the red one) I took home.", q) == "The cup (the red one) you took home."
+    assert addressed("The I.D. card and the I-beam.", q) == "The I.D. card and the I-beam."
+    assert addressed("Jake: I took it", q) == "Jake: I took it"
     other = Query("What did Katrina take out?", T + 3_600_000, asker="A1_JAKE")
     assert addressed("I took out the vegetables.", other) == "I took out the vegetables."
     assert addressed("I took out the vegetables.", Query(q.question, q.as_of_ms)) == "I took out the vegetables."
