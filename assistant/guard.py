@@ -261,23 +261,23 @@ def check_open(raw: str, q: Query, units: list[Unit], cites: list[int], prompt: 
     why = degenerate(raw, prompt)
     if why:
         return Reply(extractive(cited_first, q, label), None, cites, EXTRACTIVE, why, raw=raw)
-    from_evidence, on_topic = grounded(text, q, units)
+    first, *rest = _SENTENCE.split(without_asides(text, q, units))
+    shown, rest = " ".join([first, *rest][:sentences]), rest[:sentences]
+    names = set() if question_word(q.question) == "who" else {t for u in units for t in query_tokens(person_name(u.agent))}
+    ignore = names | GENERIC | _TIME_TOKENS  # what a first sentence may hold and still say nothing
+    restated = talk.brings_nothing(first, q, ignore)  # "Jake was talking about lunch on DAY1."
+    if restated and rest and not talk.asks_talk(q.question) and not talk.brings_nothing(" ".join(rest), q, ignore):
+        shown, restated = " ".join(rest), False
+    # what is shown must hold the evidence, not the sentences cut away (a restatement: the whole reply)
+    from_evidence, on_topic = grounded(text if restated else shown, q, units)
     if not from_evidence and on_topic:
         return Reply(extractive(cited, q, label), None, cites, EXTRACTIVE, "nothing from the evidence", raw=raw)
     if not from_evidence:
         return Reply(extractive(units, q, label, found=False), None, cites, NOT_FOUND_MODE, "not in the evidence",
                      raw=raw)
-    first, *rest = _SENTENCE.split(without_asides(text, q, units))
-    text, rest = " ".join([first, *rest][:sentences]), rest[:sentences]
-    names = set() if question_word(q.question) == "who" else {t for u in units for t in query_tokens(person_name(u.agent))}
-    ignore = names | GENERIC | _TIME_TOKENS  # what a first sentence may hold and still say nothing
-    if talk.brings_nothing(first, q, ignore):  # "Jake was talking about lunch on DAY1."
-        if rest and not talk.asks_talk(q.question) and not talk.brings_nothing(" ".join(rest), q, ignore):
-            text = " ".join(rest)
-        else:
-            return Reply(extractive(cited_first, q, label), None, cites, EXTRACTIVE, "restates the question",
-                         raw=raw)
-    return Reply(with_source(addressed(reported(text, [*cited, *units], label), q), cited, q, label), None, cites)
+    if restated:
+        return Reply(extractive(cited_first, q, label), None, cites, EXTRACTIVE, "restates the question", raw=raw)
+    return Reply(with_source(addressed(reported(shown, [*cited, *units], label), q), cited, q, label), None, cites)
 
 
 def addressed(text: str, q: Query) -> str:

@@ -372,6 +372,18 @@ def test_an_answer_that_writes_the_question_back_gives_way_to_what_was_said(cloc
     assert r.mode == "model" and r.text.startswith("Jake asked whether lunch was provided (Katrina's view")
 
 
+def test_the_sentence_shown_is_the_one_judged_against_the_evidence(clock):
+    """A reply is cut to its first sentence; that sentence, not the one cut away after it, must
+    bring the evidence's words."""
+    units = [unit("A1_JAKE", T, "Katrina: Let's order pizza for dinner")]
+    q = Query("What did Katrina want for dinner?", T + 3_600_000)
+    r = check_open("Katrina wanted a bicycle ride to the zoo. She said to order pizza.", q, units, [1], PROMPT,
+                   clock.label)
+    assert (r.mode, r.guard) == ("extractive", "nothing from the evidence")
+    r = check_open("Katrina wanted to order pizza. She rode a bicycle to the zoo.", q, units, [1], PROMPT, clock.label)
+    assert (r.mode, r.text) == ("model", "Katrina wanted to order pizza (Jake's view, DAY1 11:00: Katrina: Let's "
+                                         "order pizza for dinner).")
+
 def test_a_restated_question_in_the_past_tense_or_with_a_time_is_still_restated(clock):
     """The base model's replies on EgoLifeQA DAY1-2, asked open: an irregular past ("drew" for
     "draw", "took" for "take") and a day or clock time bring nothing the question did not hold."""
