@@ -55,14 +55,18 @@ _I_EN_WORD = re.compile(r"\b(I'm|I've|I'll|I'd|I|me|my|My|mine|myself)\b")
 _VERB_AFTER_I = re.compile(r"\bI((?: (?:also|still|then|just|again|now|first|slowly|quickly|carefully|gently|"
                            r"immediately|finally))?) ([a-z]+)\b")
 _THIRD = {"am": "is", "have": "has", "do": "does", "go": "goes"}
+# irregular pasts and their present: "I took it" is named "Alice took it" (not "takes"), and a reply's
+# "drew" is read as the question's "draw" (`talk.brings_nothing`)
+PAST_OF = dict(pair.split(":") for pair in """ate:eat became:become began:begin bought:buy broke:break
+    brought:bring built:build came:come caught:catch chose:choose drank:drink drew:draw drove:drive fed:feed
+    fell:fall felt:feel flew:fly forgot:forget found:find gave:give got:get heard:hear held:hold hung:hang kept:keep
+    knew:know lay:lie led:lead left:leave lent:lend lost:lose made:make meant:mean met:meet paid:pay ran:run
+    rode:ride rose:rise said:say sang:sing sat:sit saw:see sent:send shook:shake showed:show slept:sleep sold:sell
+    spent:spend spoke:speak stood:stand stuck:stick swam:swim swept:sweep taught:teach thought:think threw:throw
+    told:tell took:take tore:tear understood:understand went:go woke:wake won:win wore:wear wrote:write""".split())
 _AS_IS = {"can", "could", "will", "would", "shall", "should", "may", "might", "must", "did", "had", "was",
-          # past forms without -ed (and those that read the same in the present: "I put" is kept)
-          "put", "set", "cut", "hit", "let", "read", "shut", "saw", "took", "went", "came", "got", "made", "said",
-          "told", "held", "sat", "stood", "ate", "drank", "gave", "found", "left", "felt", "kept", "began", "ran",
-          "brought", "bought", "thought", "caught", "wrote", "spoke", "knew", "threw", "heard", "became", "chose",
-          "drew", "fell", "forgot", "hung", "lay", "led", "lost", "meant", "met", "paid", "rode", "rose", "sent",
-          "shook", "showed", "sang", "slept", "spent", "stuck", "swept", "taught", "tore", "understood", "woke", "wore",
-          "won"}
+          # past forms that read the same in the present ("I put" is kept), and those without -ed
+          "put", "set", "cut", "hit", "let", "read", "shut", *PAST_OF}
 
 
 def _third_person(verb: str) -> str:

@@ -55,15 +55,14 @@ _PREFIX = re.compile(r"^(?:the\s+)?answer(?:\s+is)?\s*[:：-]\s*", re.I)
 _RERUN = re.compile(r"\b(\w.{4,78}?\w)([\s,.!?;:。，！？；、]+)\1\b(?:[\s,.!?;:。，！？；、]+\1\b)*", re.I)
 _RERUN_CJK = re.compile(r"([\u3400-\u4dbf\u4e00-\u9fff]{3,30}?)(?:[\s，。！？；、]*\1)+")  # 社会问题社会问题
 # the model's first person in an answer to a question about the asker, told to them ("you"); "I" as a
-# word of its own (not "I.D.", "I-beam")
-_FIRST = re.compile(r"(?<![\w'’.-])(?:I am|I was|I wasn['’]t|I['’](?:m|ve|d|ll)|I|[Mm]e|[Mm]y|[Mm]ine|[Mm]yself)"
-                    r"(?![\w'’-]|\.\w)")
+# word of its own (not "I.D.", "I-beam"). Quoted words, a source in parentheses and speech after
+# "Name:" (to the end of the text when the cut to a first sentence left them open) stay as recorded.
+_ADDRESSED = re.compile(r'(?P<aside>\([^)]*\)?|"[^"]*"?|“[^”]*”?|「[^」]*」?|\b[A-Z][\w-]*:\s.*)|'
+                        r"(?<![\w'’.-])(?:I am|I was|I wasn['’]t|I['’](?:m|ve|d|ll)|I|[Mm]e|[Mm]y|[Mm]ine|[Mm]yself)"
+                        r"(?![\w'’-]|\.\w)", re.S)
 _SECOND = {"i am": "you are", "i was": "you were", "i wasn't": "you weren't", "i'm": "you're", "i've": "you've",
            "i'd": "you'd", "i'll": "you'll", "i": "you", "me": "you", "my": "your", "mine": "yours",
            "myself": "yourself"}
-# quoted words, a source in parentheses and speech after "Name:" stay as recorded, to the end of
-# the text when the cut to a first sentence left them open
-_ASIDES = re.compile(r'(\([^)]*\)?|"[^"]*"?|“[^”]*”?|「[^」]*」?|\b[A-Z][\w-]*:\s.*)', re.S)
 # how a reply is turned into the answer the asker reads
 # (timed: an open "when" question told the time of its best excerpt, `assistant.when`)
 # (quoted: a question about what was said in a span, told by a few turns of its talk, `assistant.talk`)
@@ -286,16 +285,15 @@ def addressed(text: str, q: Query) -> str:
     vegetables" -> "You took out the vegetables"); any other answer as it is."""
     if not q.asker or not speaks_of_self(q.question):
         return text
-    out: list[str] = []
-    for k, part in enumerate(_ASIDES.split(text)):
-        if k % 2 == 0:
-            def swap(m: re.Match, before: str = "".join(out), part: str = part) -> str:
-                word = _SECOND[m[0].lower().replace("’", "'")]
-                head = (before + part[:m.start()]).rstrip()
-                return word[:1].upper() + word[1:] if not head or head[-1] in ".!?" else word
-            part = _FIRST.sub(swap, part)
-        out.append(part)
-    return "".join(out)
+
+    def second(m: re.Match) -> str:
+        if m["aside"]:
+            return m[0]
+        word = _SECOND[m[0].lower().replace("’", "'")]
+        head = text[:m.start()].rstrip()
+        return word[:1].upper() + word[1:] if not head or head[-1] in ".!?" else word
+
+    return _ADDRESSED.sub(second, text)
 
 
 def reported(text: str, units: list[Unit], label: Callable[[int], str]) -> str:

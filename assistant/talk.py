@@ -14,7 +14,7 @@ import re
 from collections.abc import Callable
 from dataclasses import replace
 
-from assistant.context import english_first, is_cjk, speaker_of, unit_lines
+from assistant.context import PAST_OF, english_first, is_cjk, speaker_of, unit_lines
 from assistant.query import Query, person_name, question_word
 from assistant.temporal import _NUM, CUE_WORDS, PARTS, Intent
 from memory.records import Unit
@@ -161,15 +161,10 @@ def span_sentence(units: list[Unit], lo: int, hi: int, label: Callable[[int], st
         [i + 1 for i, _, _ in picked]
 
 
-# the past of irregular verbs, which the stemmer leaves apart from the question's present ("drew"/"draw");
-# not those that are as often a noun or a direction ("left", "found", "saw")
-_PAST = {past: query_tokens(base)[0] for past, base in (pair.split(":") for pair in """ate:eat began:begin
-    bought:buy broke:break brought:bring built:build came:come caught:catch chose:choose drank:drink drew:draw
-    drove:drive fed:feed fell:fall flew:fly gave:give got:get heard:hear held:hold hung:hang kept:keep knew:know
-    lent:lend lost:lose made:make meant:mean met:meet paid:pay ran:run rode:ride sang:sing sat:sit sent:send
-    slept:sleep sold:sell spent:spend spoke:speak stood:stand stuck:stick swam:swim swept:sweep taught:teach
-    thought:think threw:throw told:tell took:take tore:tear went:go woke:wake won:win wore:wear
-    wrote:write""".split())}
+# an irregular past as its present, which the stemmer leaves apart ("drew"/"draw"); not those that are
+# as often a noun or a direction ("left", "found", "saw", "rose")
+_PAST = {past: words[0] for past, base in PAST_OF.items()
+         if past not in {"left", "found", "saw", "lay", "rose"} and (words := query_tokens(base))}
 # a question whose answer is a number or a day: "How many ...?", "Which day ...?"
 _ASKS_NUMBER = re.compile(r"\b(?:how (?:many|much|long|old|often)|(?:which|what) (?:day|date|time|number))\b", re.I)
 
@@ -178,8 +173,7 @@ def _words(text: str, numbers: bool = False) -> set[str]:
     """The tokens that can say something: the present of an irregular past; numbers and day labels
     only with `numbers`."""
     words = (_PAST.get(t, t) for t in query_tokens(text))
-    return {w for w in words if (numbers and (w.isdigit() or _DAY_TOKEN.match(w)))
-            or (len(w) > 2 and not _DAY_TOKEN.match(w))}
+    return {w for w in words if (numbers if _DAY_TOKEN.match(w) else len(w) > 2)}
 
 
 def brings_nothing(sentence: str, q: Query, ignore: frozenset[str] | set[str]) -> bool:

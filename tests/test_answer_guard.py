@@ -130,6 +130,7 @@ def test_the_wearers_own_lines_name_the_wearer(clock):
     assert named("I also watch it, then I try the cake", "Jake") == "Jake also watches it, then Jake tries the cake"
     assert named("I looked up and I took it; I can see", "Jake") == "Jake looked up and Jake took it; Jake can see"
     assert named("I continue to turn my head", "Jake") == "Jake continues to turn Jake's head"
+    assert named("I just sold it and I broke the cup", "Jake") == "Jake just sold it and Jake broke the cup"
     assert "Shure: 我们走吧" in text  # speech stays as it was said
     _, plain = fit_units([alice], Query("Who tightened the screws?", T + 3_600_000), 1000, lambda s: len(s) // 4,
                          clock.label, first_person=False)
