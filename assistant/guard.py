@@ -22,8 +22,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from assistant import talk
+from assistant.address import addressed
 from assistant.context import best_lines, is_cjk, unit_lines, view_of
-from assistant.query import Query, person_name, question_word, speaks_of_self
+from assistant.query import Query, person_name, question_word
 from memory.records import Unit
 from memory.tokenize import query_tokens
 
@@ -54,15 +55,6 @@ _PREFIX = re.compile(r"^(?:the\s+)?answer(?:\s+is)?\s*[:：-]\s*", re.I)
 # sometimes hold it ("I'm using my phone I'm using my phone", "Egg tart crusts? Egg tart crusts")
 _RERUN = re.compile(r"\b(\w.{4,78}?\w)([\s,.!?;:。，！？；、]+)\1\b(?:[\s,.!?;:。，！？；、]+\1\b)*", re.I)
 _RERUN_CJK = re.compile(r"([\u3400-\u4dbf\u4e00-\u9fff]{3,30}?)(?:[\s，。！？；、]*\1)+")  # 社会问题社会问题
-# the model's first person in an answer to a question about the asker, told to them ("you"); "I" as a
-# word of its own (not "I.D.", "I-beam"). Quoted words, a source in parentheses and speech after
-# "Name:" (to the end of the text when the cut to a first sentence left them open) stay as recorded.
-_ADDRESSED = re.compile(r'(?P<aside>\([^)]*\)?|"[^"]*"?|“[^”]*”?|「[^」]*」?|\b[A-Z][\w-]*:\s.*)|'
-                        r"(?<![\w'’.-])(?:I am|I was|I wasn['’]t|I['’](?:m|ve|d|ll)|I|[Mm]e|[Mm]y|[Mm]ine|[Mm]yself)"
-                        r"(?![\w'’-]|\.\w)", re.S)
-_SECOND = {"i am": "you are", "i was": "you were", "i wasn't": "you weren't", "i'm": "you're", "i've": "you've",
-           "i'd": "you'd", "i'll": "you'll", "i": "you", "me": "you", "my": "your", "mine": "yours",
-           "myself": "yourself"}
 # how a reply is turned into the answer the asker reads
 # (timed: an open "when" question told the time of its best excerpt, `assistant.when`)
 # (quoted: a question about what was said in a span, told by a few turns of its talk, `assistant.talk`)
@@ -277,23 +269,6 @@ def check_open(raw: str, q: Query, units: list[Unit], cites: list[int], prompt: 
     if restated:
         return Reply(extractive(cited_first, q, label), None, cites, EXTRACTIVE, "restates the question", raw=raw)
     return Reply(with_source(addressed(reported(shown, [*cited, *units], label), q), cited, q, label), None, cites)
-
-
-def addressed(text: str, q: Query) -> str:
-    """An answer to a question about the asker ("What did I take out of the fridge?") told to them:
-    the model's "I", "my", "me" outside quotes and parentheses as "you", "your" ("I took out the
-    vegetables" -> "You took out the vegetables"); any other answer as it is."""
-    if not q.asker or not speaks_of_self(q.question):
-        return text
-
-    def second(m: re.Match) -> str:
-        if m["aside"]:
-            return m[0]
-        word = _SECOND[m[0].lower().replace("’", "'")]
-        head = text[:m.start()].rstrip()
-        return word[:1].upper() + word[1:] if not head or head[-1] in ".!?" else word
-
-    return _ADDRESSED.sub(second, text)
 
 
 def reported(text: str, units: list[Unit], label: Callable[[int], str]) -> str:

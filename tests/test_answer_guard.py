@@ -513,7 +513,7 @@ def test_an_answer_about_the_asker_is_told_to_them(clock):
     """The base model answers "What do I usually do ...?" in the asker's first person ("I check the
     time and camera status", EgoLifeQA DAY1-2 asked open); the asker reads "You ...". Quoted words
     and the source in parentheses stay as recorded, and a question about someone else is left alone."""
-    from assistant.guard import addressed
+    from assistant.address import addressed
 
     units = [unit("A1_JAKE", T, "I check the time and the camera status on my phone")]
     q = Query("What do I usually do after getting close to the sports camera?", T + 3_600_000, asker="A1_JAKE")
@@ -521,7 +521,7 @@ def test_an_answer_about_the_asker_is_told_to_them(clock):
     assert (r.mode, r.text) == ("model", "You check the time and camera status on your phone.")
     assert addressed("Tasha handed me my cup (Jake's view, DAY1 11:00: I took the cup). I was glad, I'm sure.", q) == (
         "Tasha handed you your cup (Jake's view, DAY1 11:00: I took the cup). You were glad, you're sure.")
-    assert addressed('At 11:33 on DAY2, Jake said: "I think so"', q) == 'At 11:33 on DAY2, Jake said: "I think so"'
+    assert addressed('At 11:33 on DAY2, Jake said: "I think so"', q) == 'At 11:33 on DAY2, you said: "I think so"'
     # a quote left open by the cut to the first sentence, typographic marks, an aside before "I"
     assert addressed('Katrina said: "I took the milk.', q) == 'Katrina said: "I took the milk.'
     assert addressed("I’m sure I wasn’t there.", q) == "You're sure you weren't there."
@@ -532,3 +532,28 @@ def test_an_answer_about_the_asker_is_told_to_them(clock):
     other = Query("What did Katrina take out?", T + 3_600_000, asker="A1_JAKE")
     assert addressed("I took out the vegetables.", other) == "I took out the vegetables."
     assert addressed("I took out the vegetables.", Query(q.question, q.as_of_ms)) == "I took out the vegetables."
+    assert addressed("Jake is adjusting Jake's camera.", other) == "Jake is adjusting Jake's camera."
+
+
+@pytest.mark.parametrize("reply, told", [
+    # base's answers to EgoLifeQA DAY1-2 questions about the asker, asked open (twenty-sixth round)
+    ("Jake is adjusting Jake's action camera.", "You are adjusting your action camera."),
+    ("Jake always puts the chocolate in there", "You always put the chocolate in there"),
+    ("Jake buys instant noodles (Jake's view, DAY1 17:47: Jake: I buy it).", "You buy instant noodles (Jake's view, "
+     "DAY1 17:47: Jake: I buy it)."),
+    ("Tasha saw that Jake is watching the puzzle.", "Tasha saw that you are watching the puzzle."),
+    ("Jake washes the cups, then Jake carries the box.", "You wash the cups, then you carry the box."),
+    ("Jake doesn’t like it, and Jake was tired.", "You don't like it, and you were tired."),
+    # the name as an object: the next word is not a verb of it; a name that only begins with it
+    ("Tasha handed Jake cookies.", "Tasha handed you cookies."),
+    ("Jake and Lucia are cooking.", "You and Lucia are cooking."),
+    ("Jakes and Jake walked.", "Jakes and you walked."),
+    ("Jake: I took it", "Jake: I took it"),
+])
+def test_the_askers_own_name_is_told_to_them(reply, told):
+    """The excerpts name each wearer's "I", so base answers a question about the asker with their
+    name ("Jake is adjusting Jake's action camera"); the asker reads "you", the verb agreeing."""
+    from assistant.address import addressed
+
+    q = Query("What am I doing near the action camera today?", T, asker="A1_JAKE")
+    assert addressed(reply, q) == told

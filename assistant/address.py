@@ -1,0 +1,71 @@
+"""An answer to a question about the asker, told to them: "What am I doing near the camera?" is
+answered "You are adjusting your action camera", not "Jake is adjusting Jake's action camera".
+
+The model's first person ("I took out the vegetables") and the asker's own name (the memory's
+excerpts name each wearer's "I") become "you", "your"; a verb after the name as subject agrees
+with "you" ("Jake buys" -> "you buy", "Jake was" -> "you were"). Quoted words, a source in
+parentheses and speech after "Name:" (to the end of the text when the cut to a first sentence
+left them open) stay as recorded."""
+
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+
+from assistant.query import Query, person_name, speaks_of_self
+
+_ASIDE = r'(?P<aside>\([^)]*\)?|"[^"]*"?|“[^”]*”?|「[^」]*」?|\b[A-Z][\w-]*:\s.*)'
+# "I" as a word of its own (not "I.D.", "I-beam")
+_FIRST = re.compile(_ASIDE + r"|(?<![\w'’.-])(?:I am|I was|I wasn['’]t|I['’](?:m|ve|d|ll)|I|[Mm]e|[Mm]y|[Mm]ine|"
+                    r"[Mm]yself)(?![\w'’-]|\.\w)", re.S)
+_SECOND = {"i am": "you are", "i was": "you were", "i wasn't": "you weren't", "i'm": "you're", "i've": "you've",
+           "i'd": "you'd", "i'll": "you'll", "i": "you", "me": "you", "my": "your", "mine": "yours",
+           "myself": "yourself"}
+# where a name is the subject of what follows: the text's or a clause's start
+_CLAUSE = re.compile(r"(?:^|[.!?,;:]|\b(?:and|but|while|when|then|that|because|so|as|after|before))\s*$")
+_ADVERB = r"(?:always|usually|often|also|still|just|then|now|never|really|first|mostly|again|already|sometimes)\s+"
+_AGREE = {"is": "are", "was": "were", "has": "have", "does": "do", "goes": "go", "isn't": "aren't",
+          "wasn't": "weren't", "hasn't": "haven't", "doesn't": "don't", "himself": "yourself", "herself": "yourself"}
+
+
+def addressed(text: str, q: Query) -> str:
+    """The answer told to the asker when the question is about them ("I", "my", "we" in it); any
+    other answer as it is."""
+    if not q.asker or not speaks_of_self(q.question):
+        return text
+    text = _FIRST.sub(lambda m: m[0] if m["aside"] else _cased(_SECOND[m[0].lower().replace("’", "'")], text,
+                                                                  m.start()), text)
+    return _named(person_name(q.asker)).sub(lambda m: _you(m, text), text)
+
+
+@lru_cache(maxsize=16)
+def _named(name: str) -> re.Pattern:
+    return re.compile(_ASIDE + rf"|(?<![\w'’.-]){re.escape(name)}(?:(?P<own>['’]s)|(?P<gap>\s+(?:{_ADVERB})?)"
+                      r"(?P<verb>[a-z]+(?:n['’]t)?)\b)?(?![\w'’-])", re.S)
+
+
+def _you(m: re.Match, text: str) -> str:
+    if m["aside"]:
+        return m[0]
+    if m["own"]:
+        return _cased("your", text, m.start())
+    said = "you" if m["verb"] is None else f"you{m['gap']}" + (
+        _agreed(m["verb"]) if _CLAUSE.search(text[:m.start()]) else m["verb"])
+    return _cased(said, text, m.start())
+
+
+def _agreed(verb: str) -> str:
+    """A verb of "he"/"she" as it goes with "you": buys -> buy, washes -> wash, carries -> carry."""
+    verb = verb.replace("’", "'")
+    if verb in _AGREE:
+        return _AGREE[verb]
+    if len(verb) > 4 and verb.endswith("ies"):
+        return verb[:-3] + "y"
+    if re.search(r"(?:ss|sh|ch|x|z)es$", verb):
+        return verb[:-2]
+    return verb[:-1] if len(verb) > 3 and verb.endswith("s") and not verb.endswith(("ss", "us", "is")) else verb
+
+
+def _cased(word: str, text: str, at: int) -> str:
+    head = text[:at].rstrip()
+    return word[:1].upper() + word[1:] if not head or head[-1] in ".!?" else word
