@@ -26,11 +26,11 @@ from assistant.prompts import (
     ANSWER_AGAIN,
     ANSWER_CHOICE,
     ANSWER_OPEN,
-    ANSWER_OPEN_WHAT,
     ANSWER_PREFIX,
     ANSWER_STOP,
     ANSWER_SYSTEM,
     OPEN_MIN_CHARS,
+    answer_open_what,
     answer_schema,
 )
 from assistant.query import Query, person_name, speaks_of_group, speaks_of_self
@@ -255,7 +255,7 @@ class Answerer:
                  f"{person_name(q.asker)}.\n") if q.asker and said else ""
         options = "".join(f"\n{LETTERS[k]}. {q.options[i]}" for k, i in enumerate(order))
         return f"{asker}Question (asked at {self.clock.label(q.as_of_ms)}): {q.question}{options}\n" + (
-            ANSWER_CHOICE if order else ANSWER_OPEN if people.asks_who(q.question) else ANSWER_OPEN_WHAT)
+            ANSWER_CHOICE if order else ANSWER_OPEN if people.asks_who(q.question) else answer_open_what(q.question))
 
     def score(self, q: Query, units: list[Unit], messages_for: Callable[[tuple[int, ...]], list[dict]],
               choices: tuple[str, ...], usage: Usage, both: bool = False) -> Reply:

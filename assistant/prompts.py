@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import re
 from functools import lru_cache
 from typing import Annotated, Literal
 
 from pydantic import BaseModel, Field, StringConstraints, create_model
+
+from assistant.query import question_word
 
 CONSOLIDATE_VERSION = "4w1h-2"
 OTHER_NAME = Annotated[str, StringConstraints(pattern=r"^[A-Z][A-Za-z' .-]{0,30}$")]
@@ -67,6 +70,19 @@ ANSWER_OPEN = "Answer in one or two short sentences that name the people and the
 # a question about a thing or an act: asked to name people, base answered 26 of 239 such questions
 # with a lone name ("Jake", "I"); it is asked for the thing, and the schema wants a sentence
 ANSWER_OPEN_WHAT = "Answer in one or two short sentences that say what it was, who and when."
+# ... and to "where", "why", "how" (many, long, ...): asked for what it was, base answered "Where did Tasha buy
+# the tart crust?" with what she bought, "Where was the coffee ... purchased from?" with what was done with it
+_OPEN_ASKS = {"where": "where it was", "why": "why", "how": "how"}
+_AMOUNT = re.compile(r"\bhow (many|much|long|often|far|old)\b", re.I)
+
+
+def answer_open_what(question: str) -> str:
+    """The instruction for an open question the model answers in its own words (not "who"): to
+    say what the question asks for ("where it was", "why", "how many"), who and when."""
+    word = question_word(question)
+    amount = _AMOUNT.search(question) if word == "how" else None
+    asks = f"how {amount[1].lower()}" if amount else _OPEN_ASKS.get(word or "", "what it was")
+    return ANSWER_OPEN_WHAT.replace("what it was", asks)
 # said once more when the first open reply was unusable (a copied line, scaffolding, nothing of the evidence)
 ANSWER_AGAIN = "Say it in your own words, from what the excerpts show: what it was, who and when."
 OPEN_MIN_CHARS = 16  # the shortest open answer to a question that is not "who" (a lone name is shorter)

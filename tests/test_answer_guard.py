@@ -263,6 +263,22 @@ def test_an_unusable_open_reply_is_asked_for_once_more(memory, clock):
     assert (b.mode, b.guard) == ("extractive", "echo") and len(twice.calls) == 2 and "pizza" in b.answer
 
 
+@pytest.mark.parametrize("question, asks", [
+    ("Where did Tasha buy the tart crust?", "say where it was, who and when."),
+    ("Why do I label the SD cards?", "say why, who and when."),
+    ("We decided to buy how many boxes of green grapes", "say how many, who and when."),
+    ("How do we get home after shopping?", "say how, who and when."),
+    ("What do we plan to do with the mangoes?", "say what it was, who and when."),
+    ("When I put the pot aside, what was in it?", "say what it was, who and when."),
+    ("Who bought the tart crust?", "name the people and the time."),
+])
+def test_an_open_question_is_asked_for_what_it_asks(memory, clock, question, asks):
+    """Asked for "what it was", base answered "Where did Tasha buy the tart crust?" with what she
+    bought; the instruction says what the question asks for."""
+    a = Answerer(memory, clock, AnswerSettings(planner="rule"), FakeLLM([]))
+    assert a.ask(Query(question, T), ()).endswith(asks)
+
+
 def test_the_asker_is_named_when_the_question_needs_it(memory, clock):
     """`answer.asker_line`: "always" names the asker in every prompt; "when-asked" only where the
     question says I, me, my or us, or an option is "Me"."""
