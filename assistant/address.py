@@ -49,8 +49,9 @@ def _you(m: re.Match, text: str) -> str:
         return m[0]
     if m["own"]:
         return _cased("your", text, m.start())
-    said = "you" if m["verb"] is None else f"you{m['gap']}" + (
-        _agreed(m["verb"]) if _CLAUSE.search(text[:m.start()]) else m["verb"])
+    verb = m["verb"]  # "is", "was", "has" after the name always go with it; "buys" only as a clause's subject
+    said = "you" if verb is None else f"you{m['gap']}" + (
+        _agreed(verb) if verb.replace("’", "'") in _AGREE or _CLAUSE.search(text[:m.start()]) else verb)
     return _cased(said, text, m.start())
 
 

@@ -564,6 +564,7 @@ def test_an_answer_about_the_asker_is_told_to_them(clock):
     ("Tasha handed Jake cookies.", "Tasha handed you cookies."),
     ("Jake and Lucia are cooking.", "You and Lucia are cooking."),
     ("Jakes and Jake walked.", "Jakes and you walked."),
+    ("The clothing Jake is not buying.", "The clothing you are not buying."),
     ("Jake: I took it", "Jake: I took it"),
 ])
 def test_the_askers_own_name_is_told_to_them(reply, told):
