@@ -263,3 +263,26 @@ def test_several_open_replies_are_drawn_and_the_agreed_one_shown_the_same_each_t
         assert (again.answer, again.scores["samples"]["texts"]) == (a.answer, s["texts"])
     finally:
         store.close()
+
+
+def test_an_answer_about_the_asker_is_told_to_them_through_the_model(tmp_path, clock, base_llm):
+    """Jake's own captions are rendered as his ("Jake's view: Jake adjusts ..."), so the model
+    answers his "What am I doing ...?" with his name; he reads "you" (`assistant.address`)."""
+    import re
+
+    store = Store(tmp_path / "camera.sqlite")
+    try:
+        t = clock.parse("DAY2 11:00:00")
+        store.add([Observation("A1_JAKE", "caption", t, t + 4000, "I adjust the action camera on the shelf"),
+                   Observation("A1_JAKE", "caption", t + 20_000, t + 24_000, "I turn the action camera to face the table"),
+                   Observation("A3_TASHA", "caption", t + 40_000, t + 44_000, "Tasha washes strawberries in the kitchen")])
+        answerer = Answerer(store, clock, AnswerSettings(shared_top_n=0, planner="rule", open_when=False), base_llm,
+                            budget=5, search=SearchSettings(dense=False))
+        a = answerer.answer(Query("What am I doing near the action camera?", clock.parse("DAY2 11:05:00"),
+                                  asker="A1_JAKE"))
+        assert a.status == "ok" and a.mode == "model", (a.answer, a.guard, a.reply)
+        shown = re.sub(r"\([^)]*\)", "", a.answer)  # the source in parentheses stays as recorded
+        assert re.search(r"\byou\b", shown, re.I) and not re.search(r"\b(Jake|I|my)\b", shown), a.answer
+        assert "camera" in a.answer.lower(), a.answer
+    finally:
+        store.close()
