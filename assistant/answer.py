@@ -216,9 +216,9 @@ class Answerer:
                                 s.open_samples, self.dense, units, q.question, s.open_choose, (self.llm, messages, usage))
         if choices or r.mode != EXTRACTIVE:
             return r
-        # an unusable open reply is asked for once more, in the model's own words: the evidence is
-        # in the model's state already, only the added instruction and the reply are new
-        again = [*messages[:-1], {**messages[-1], "content": f"{messages[-1]['content']}\n{ANSWER_AGAIN}"}]
+        # an unusable open reply is asked for once more, in the model's own words (only that is new to the model)
+        again_ask = answer_open_what(q.question, ANSWER_AGAIN)
+        again = [*messages[:-1], {**messages[-1], "content": f"{messages[-1]['content']}\n{again_ask}"}]
         second = self.generate(q, units, again, choices, usage, who, prompt, None)
         return replace(second, guard=f"asked again: {r.guard}", raw=r.raw) if second.mode == MODEL else r
 

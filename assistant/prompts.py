@@ -70,21 +70,21 @@ ANSWER_OPEN = "Answer in one or two short sentences that name the people and the
 # a question about a thing or an act: asked to name people, base answered 26 of 239 such questions
 # with a lone name ("Jake", "I"); it is asked for the thing, and the schema wants a sentence
 ANSWER_OPEN_WHAT = "Answer in one or two short sentences that say what it was, who and when."
+# said once more when the first open reply was unusable (a copied line, scaffolding, nothing of the evidence)
+ANSWER_AGAIN = "Say it in your own words, from what the excerpts show: what it was, who and when."
 # ... and to "where", "why", "how" (many, long, ...): asked for what it was, base answered "Where did Tasha buy
 # the tart crust?" with what she bought, "Where was the coffee ... purchased from?" with what was done with it
 _OPEN_ASKS = {"where": "where it was", "why": "why", "how": "how"}
 _AMOUNT = re.compile(r"\bhow (many|much|long|often|far|old)\b", re.I)
 
 
-def answer_open_what(question: str) -> str:
-    """The instruction for an open question the model answers in its own words (not "who"): to
-    say what the question asks for ("where it was", "why", "how many"), who and when."""
+def answer_open_what(question: str, instruction: str = ANSWER_OPEN_WHAT) -> str:
+    """The instruction for an open question the model answers in its own words (not "who"), or
+    `ANSWER_AGAIN`: to say what the question asks for ("where it was", "why", "how many"), who and when."""
     word = question_word(question)
     amount = _AMOUNT.search(question) if word == "how" else None
     asks = f"how {amount[1].lower()}" if amount else _OPEN_ASKS.get(word or "", "what it was")
-    return ANSWER_OPEN_WHAT.replace("what it was", asks)
-# said once more when the first open reply was unusable (a copied line, scaffolding, nothing of the evidence)
-ANSWER_AGAIN = "Say it in your own words, from what the excerpts show: what it was, who and when."
+    return instruction.replace("what it was", asks)
 OPEN_MIN_CHARS = 16  # the shortest open answer to a question that is not "who" (a lone name is shorter)
 ANSWER_CHOICE = "Choose the letter of the right option."
 # multiple choice by scoring: the reply's start after which the letters and options are read

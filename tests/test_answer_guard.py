@@ -275,8 +275,13 @@ def test_an_unusable_open_reply_is_asked_for_once_more(memory, clock):
 def test_an_open_question_is_asked_for_what_it_asks(memory, clock, question, asks):
     """Asked for "what it was", base answered "Where did Tasha buy the tart crust?" with what she
     bought; the instruction says what the question asks for."""
+    from assistant.prompts import ANSWER_AGAIN, answer_open_what
+
     a = Answerer(memory, clock, AnswerSettings(planner="rule"), FakeLLM([]))
     assert a.ask(Query(question, T), ()).endswith(asks)
+    if "what" not in asks and "people" not in asks:  # asked again for the same thing
+        assert answer_open_what(question, ANSWER_AGAIN) == f"Say it in your own words, from what the excerpts show: " \
+            f"{asks.removeprefix('say ')}"
 
 
 def test_the_asker_is_named_when_the_question_needs_it(memory, clock):
