@@ -570,6 +570,17 @@ def test_an_answer_about_the_asker_is_told_to_them(clock):
     ("Jake and Lucia are cooking.", "You and Lucia are cooking."),
     ("Jakes and Jake walked.", "Jakes and you walked."),
     ("The clothing Jake is not buying.", "The clothing you are not buying."),
+    ("When Jake buys noodles, Tasha eats.", "When you buy noodles, Tasha eats."),
+    ("Jake probably echoes it.", "You probably echo it."),
+    ("The phone is Jake's.", "The phone is yours."),
+    ("(Jake's view) Jake buys noodles.", "(Jake's view) You buy noodles."),
+    ("Tasha said ‘Jake is late’.", "Tasha said ‘Jake is late’."),
+    # where "you" could not be told how to agree, the name stays: "he"/"his" after it, two verbs
+    # joined by "and", "Jake's" for "Jake is"
+    ("Jake is adjusting his camera.", "Jake is adjusting his camera."),
+    ("Jake picks up the camera and adjusts it.", "Jake picks up the camera and adjusts it."),
+    ("Jake's adjusting the camera.", "Jake's adjusting the camera."),
+    ("I took my cup (Jake's view: he took it).", "You took your cup (Jake's view: he took it)."),
     ("Jake: I took it", "Jake: I took it"),
 ])
 def test_the_askers_own_name_is_told_to_them(reply, told):
