@@ -21,8 +21,9 @@ _FIRST = re.compile(_ASIDE + r"|(?<![\w'’.-])(?:I am|I was|I wasn['’]t|I['�
 _SECOND = {"i am": "you are", "i was": "you were", "i wasn't": "you weren't", "i'm": "you're", "i've": "you've",
            "i'd": "you'd", "i'll": "you'll", "i": "you", "me": "you", "my": "your", "mine": "yours",
            "myself": "yourself"}
-# where a name is the subject of what follows: the text's or a clause's start
-_CLAUSE = re.compile(r"(?:^|[.!?,;:)]|\b(?:and|but|while|when|then|that|because|so|as|after|before))\s*$", re.I)
+# where a name is the subject of what follows: the text's or a clause's start (after "Tasha says")
+_CLAUSE = re.compile(r"(?:^|[.!?,;:)]|\b(?:and|but|while|when|then|that|because|so|as|after|before|says|said|"
+                     r"thinks|thought|knows|knew|sees|saw|noticed|heard|feels|felt|believes))\s*$", re.I)
 _ADVERB = r"(?:[a-z]+ly|always|often|also|still|just|then|now|never|first|again|already|sometimes|perhaps|" \
           r"afterwards|alone|together|later|soon)\s+"
 # a name the answer goes on to call "he" or "she" ("Jake is adjusting his camera"), with two verbs joined by

@@ -81,7 +81,7 @@ _AMOUNT = re.compile(r"\bhow (many|much|long|often|far|old)\b", re.I)
 def answer_open_what(question: str, instruction: str = ANSWER_OPEN_WHAT) -> str:
     """The instruction for an open question the model answers in its own words (not "who"), or
     `ANSWER_AGAIN`: to say what the question asks for ("where it was", "why", "how many"), who and when."""
-    word = question_word(question)
+    word = "why" if re.search(r"\bhow come\b", question, re.I) else question_word(question)
     amount = _AMOUNT.search(question) if word == "how" else None
     asks = f"how {amount[1].lower()}" if amount else _OPEN_ASKS.get(word or "", "what it was")
     return instruction.replace("what it was", asks)
