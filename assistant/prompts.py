@@ -81,10 +81,12 @@ _AMOUNT = re.compile(r"\bhow (many|much|long|often|far|old)\b", re.I)
 def answer_open_what(question: str, instruction: str = ANSWER_OPEN_WHAT) -> str:
     """The instruction for an open question the model answers in its own words (not "who"), or
     `ANSWER_AGAIN`: to say what the question asks for ("where it was", "why", "how many"), who and when."""
-    word = "why" if re.search(r"\bhow come\b", question, re.I) else question_word(question)
+    word = question_word(question)
     amount = _AMOUNT.search(question) if word == "how" else None
     asks = f"how {amount[1].lower()}" if amount else _OPEN_ASKS.get(word or "", "what it was")
     return instruction.replace("what it was", asks)
+
+
 OPEN_MIN_CHARS = 16  # the shortest open answer to a question that is not "who" (a lone name is shorter)
 ANSWER_CHOICE = "Choose the letter of the right option."
 # multiple choice by scoring: the reply's start after which the letters and options are read

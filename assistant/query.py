@@ -62,6 +62,8 @@ def question_word(question: str) -> str | None:
     """The question's own wh-word, lower case: the last one that opens a clause ("When we go out,
     who sits next to me?" -> "who"; "When I buy clothes, what do I not buy?" -> "what"), else the
     first anywhere ("Tell me who came"); "whom" and "whose" read as "who"."""
+    if re.search(r"\bhow come\b", question, re.I):  # "How come Jake left?" asks why
+        return "why"
     if not _WH.search(question):  # a Chinese question: 谁 (who), 什么时候 / 几点 / 多久以前 (when)
         return "who" if "谁" in question else "when" if _ZH_WHEN.search(question) else None
     opening = _CLAUSE.findall(question)
