@@ -46,6 +46,11 @@ _TIME_WORDS = frozenset("""morning afternoon evening night noon midnight today y
     usually usual often always never time times ago earlier later recent recently before after day days week
     hour hours minute minutes""".split())
 _TIME_TOKENS = frozenset(query_tokens(" ".join(_TIME_WORDS)))
+# an answer that says when already ("this morning", "two hours ago", "on DAY2": the digit)
+# a copied line of speech that no excerpt holds as said (`reported`): no time lent to it
+_UNHELD = re.compile(r'^\S+ said: "')
+_SAYS_WHEN = re.compile(r"\b(?:today|tonight|yesterday|tomorrow|morning|afternoon|evening|night|noon|midnight|ago)\b",
+                        re.I)
 GENERIC = frozenset(query_tokens("""people person everyone someone something thing things time way same
     different reason talk talked talking said say says saying asked answer question day"""))
 _QUOTED = re.compile(r"^([A-Z][\w'-]{0,30}):\s*(.+)$")  # "Jake: We can or we can't."
@@ -268,7 +273,8 @@ def check_open(raw: str, q: Query, units: list[Unit], cites: list[int], prompt: 
                      raw=raw)
     if restated:
         return Reply(extractive(cited_first, q, label), None, cites, EXTRACTIVE, "restates the question", raw=raw)
-    return Reply(with_source(addressed(reported(shown, [*cited, *units], label), q), cited, q, label), None, cites)
+    told = addressed(reported(shown, [*cited, *units], label), q)
+    return Reply(with_source(told, cited, q, label, others=units), None, cites)
 
 
 def reported(text: str, units: list[Unit], label: Callable[[int], str]) -> str:
@@ -292,10 +298,25 @@ def reported(text: str, units: list[Unit], label: Callable[[int], str]) -> str:
     return f'{who} said: "{said}"'
 
 
-def with_source(text: str, cited: list[Unit], q: Query, label: Callable[[int], str], terse: int = 6) -> str:
-    """A terse answer that names no time ("Jake", "Katrina wanted pizza": `terse` words or fewer, no
-    digit) completed with who saw it and when, from the first cited excerpt: "Jake (Alice's view,
-    DAY1 11:16: ...)."; any other as it is."""
-    if len(tokens(text)) > terse or re.search(r"\d", text) or not cited:
+def with_source(text: str, cited: list[Unit], q: Query, label: Callable[[int], str], terse: int = 6,
+                others: list[Unit] | tuple[Unit, ...] = ()) -> str:
+    """An answer completed with when it was seen, unless it names a time: a terse one ("Jake",
+    "Katrina wanted pizza": `terse` words or fewer) with who saw it, when and the line, from the
+    first cited excerpt: "Jake (Alice's view, DAY1 11:16: ...)."; a longer one with the time of the
+    excerpt that shares most of its words, the cited first among equals, then `others`: "Tasha bought
+    the tart crusts at the supermarket (around 18:07 on DAY1)." (none when no excerpt shares a word
+    of it); a line of speech no excerpt holds, and any other, as it is."""
+    if re.search(r"\d", text) or not cited:
         return text
-    return f"{text.rstrip(' .。')} ({cite_line(cited[0], q, label)})."
+    if len(tokens(text)) <= terse:
+        return f"{text.rstrip(' .。')} ({cite_line(cited[0], q, label)})."
+    if _SAYS_WHEN.search(text) or _UNHELD.match(text):
+        return text
+    said = set(query_tokens(text)) - GENERIC
+    seen = [*cited, *(u for u in others if u not in cited)]
+    shared = [len(said & set(query_tokens(u.text))) for u in seen]
+    if not max(shared):
+        return text
+    day, _, hms = label(seen[shared.index(max(shared))].start_ms).partition(" ")
+    body = text.rstrip(" .。")
+    return f"{body} (around {hms[:5]} on {day})" + ("" if body.endswith(("?", "!", '"', "？", "！", "”")) else ".")

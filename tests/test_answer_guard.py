@@ -236,7 +236,7 @@ def memory(store):
 @pytest.mark.parametrize("reply, mode, guard, shown", [
     ("The answer is: The answer is: The answer is: The answer is:", "extractive", "repeated", "From the memory: "),
     ("Katrina said they would order pizza for dinner. }", "model", None,
-     "Katrina said they would order pizza for dinner."),
+     "Katrina said they would order pizza for dinner (around 11:10 on DAY1)."),
     ("I don't know that.", "not_found", "says nothing", NOT_FOUND),
 ])
 def test_open_answers_are_checked_before_they_are_shown(memory, clock, reply, mode, guard, shown):
@@ -256,7 +256,7 @@ def test_an_unusable_open_reply_is_asked_for_once_more(memory, clock):
                    {"evidence": [1], "answer": "Katrina said they would order pizza for dinner."}])
     a = Answerer(memory, clock, AnswerSettings(planner="rule"), llm).answer(Query("What is for dinner?", T + 3_600_000))
     assert (a.mode, a.guard, a.reply) == ("model", "asked again: echo", "What is for dinner?")
-    assert a.answer == "Katrina said they would order pizza for dinner." and len(llm.calls) == 2
+    assert a.answer == "Katrina said they would order pizza for dinner (around 11:10 on DAY1)." and len(llm.calls) == 2
     assert "in your own words" in llm.calls[1][0][-1]["content"] and "own words" not in llm.calls[0][0][-1]["content"]
     twice = FakeLLM([{"evidence": [1], "answer": "What is for dinner?"}])  # the same copy again: the evidence shown
     b = Answerer(memory, clock, AnswerSettings(planner="rule"), twice).answer(Query("What is for dinner?", T + 3_600_000))
@@ -332,7 +332,7 @@ def test_a_sentence_that_copies_the_question_is_left_out(clock):
     prompt = f"Question (asked at DAY1 12:00:00): {q.question}"
     r = check_open("What items were mentioned when we previously discussed the auction? Jake wanted to auction "
                    "the sparkling wine. The bottle was on the table.", q, units, [1], prompt, clock.label)
-    assert (r.mode, r.text) == ("model", "Jake wanted to auction the sparkling wine.")
+    assert (r.mode, r.text) == ("model", "Jake wanted to auction the sparkling wine (around 11:00 on DAY1).")
     assert without_echoes("Jake wanted to auction the sparkling wine.", prompt) == "Jake wanted to auction the sparkling wine."
 
 
@@ -343,13 +343,13 @@ def test_a_caption_copied_beside_the_answer_is_left_out(clock):
     q = Query("What do we decide to eat for lunch?", T + 3_600_000)
     r = check_open("We decide to eat KFC for lunch. Jake turns on the faucet and laughs.", q, units, [1], PROMPT,
                    clock.label)
-    assert (r.mode, r.text) == ("model", "We decide to eat KFC for lunch.")
+    assert (r.mode, r.text) == ("model", "We decide to eat KFC for lunch (around 11:00 on DAY1).")
     # a second sentence of the question's matter stays, though copied; one of the answer's own words stays
     r = check_open("We decide to eat KFC. Jake: Let's order takeout for lunch.", q, units, [1], PROMPT, clock.label, 2)
-    assert r.text == "We decide to eat KFC. Jake: Let's order takeout for lunch."
+    assert r.text == "We decide to eat KFC. Jake: Let's order takeout for lunch (around 11:01 on DAY1)."
     r = check_open("We decide to eat KFC for lunch. Shure wanted the family bucket.", q, units, [1], PROMPT,
                    clock.label, 2)
-    assert r.text == "We decide to eat KFC for lunch. Shure wanted the family bucket."
+    assert r.text == "We decide to eat KFC for lunch. Shure wanted the family bucket (around 11:00 on DAY1)."
 
 
 def test_an_open_answer_is_cut_to_its_sentences(clock):
@@ -358,17 +358,18 @@ def test_an_open_answer_is_cut_to_its_sentences(clock):
     units = [unit("A1_JAKE", T, "Jake turns on the faucet and laughs.\nShure: KFC, KFC family bucket.")]
     q = Query("What do we decide to eat for lunch?", T + 3_600_000)
     reply = "We decide to eat KFC for lunch. Shure wanted the family bucket. Jake: Hahaha."
-    assert check_open(reply, q, units, [1], PROMPT, clock.label).text == "We decide to eat KFC for lunch."
+    assert check_open(reply, q, units, [1], PROMPT, clock.label).text == (
+        "We decide to eat KFC for lunch (around 11:00 on DAY1).")
     assert check_open(reply, q, units, [1], PROMPT, clock.label, 2).text == (
-        "We decide to eat KFC for lunch. Shure wanted the family bucket.")
+        "We decide to eat KFC for lunch. Shure wanted the family bucket (around 11:00 on DAY1).")
     # an ellipsis does not end the sentence (the base model's reply to EgoLifeQA DAY2, asked open)
     music = check_open("The music in this part seems like... KFC family bucket music? Jake: Hahaha.", q, units, [1],
                        PROMPT, clock.label)
-    assert music.text == "The music in this part seems like... KFC family bucket music?"
+    assert music.text == "The music in this part seems like... KFC family bucket music? (around 11:00 on DAY1)"
     q = Query("What did Jake do at lunch on DAY1?", T + 7_200_000)
     r = check_open("Jake did something at lunch on DAY1. Shure wanted the KFC family bucket for everyone. He laughed.", q, units,
                    [1], PROMPT, clock.label, 1)
-    assert (r.mode, r.text) == ("model", "Shure wanted the KFC family bucket for everyone.")
+    assert (r.mode, r.text) == ("model", "Shure wanted the KFC family bucket for everyone (around 11:00 on DAY1).")
 
 
 def test_an_answer_that_writes_the_question_back_gives_way_to_what_was_said(clock):
@@ -443,6 +444,32 @@ def test_a_made_up_answer_becomes_a_non_answer(clock):
     assert r.text == "Katrina wanted pizza at 11:10 on DAY1."
     r = check_open("Someone rode it at some time.", Query("Who ordered the pizza?", T), units, [], PROMPT, clock.label)
     assert (r.mode, r.guard) == ("extractive", "nothing from the evidence") and "order pizza" in r.text
+
+
+def test_an_answer_that_names_no_time_is_told_when_its_evidence_was_seen(clock):
+    """Issue 13: an open answer names the time. 63 of the base model's 99 open answers to EgoLifeQA
+    DAY1-2 "what" questions named none ("Tasha bought the egg tart crusts in the supermarket."); the
+    time is the one of the excerpt that shares most of the answer's words, the cited first among equals."""
+    units = [unit("A4_LUCIA", T, "Jake: Let's order lunch.\nShure: What should we eat?"),
+             unit("A3_TASHA", T + 67 * 60_000, "Tasha: Does the supermarket have egg tart crusts?", 2),
+             unit("A1_JAKE", T + 90 * 60_000, "I walked to the supermarket", 3)]
+    q = Query("Where did Tasha buy the tart crust?", T + 3 * 3_600_000)
+    r = check_open("Tasha bought the egg tart crusts in the supermarket.", q, units, [1, 3], PROMPT, clock.label)
+    assert (r.mode, r.text) == ("model", "Tasha bought the egg tart crusts in the supermarket (around 12:07 on DAY1).")
+    # among as many shared words, a cited excerpt first
+    twins = [unit("A1_JAKE", T, "We walked to the supermarket"), unit("A2_ALICE", T + 600_000, "我们走到超市\nWe walked to the supermarket", 2)]
+    for cites, when in (([2], "11:10"), ([1], "11:00"), ([], "11:00")):
+        r = check_open("Tasha and Alice walked to the big supermarket together.", q, twins, cites, PROMPT, clock.label)
+        assert r.text == f"Tasha and Alice walked to the big supermarket together (around {when} on DAY1).", cites
+    # an answer that says when already, or that shares no word with any excerpt, is left as it is
+    for said in ("Tasha bought the egg tart crusts this morning.", "Tasha bought the egg tart crusts on DAY2."):
+        assert check_open(said, q, units, [2], PROMPT, clock.label).text == said
+    chinese = [unit("A3_TASHA", T, "我们在这个超市应该买不到蛋挞皮")]
+    r = check_open("Tasha could not find the egg tart crusts anywhere.", q, chinese, [1], PROMPT, clock.label)
+    assert (r.mode, r.text) == ("model", "Tasha could not find the egg tart crusts anywhere.")
+    # a question mark keeps its place, before the time
+    r = check_open("Did Tasha find the egg tart crusts in the supermarket?", q, units, [2], PROMPT, clock.label)
+    assert r.text == "Did Tasha find the egg tart crusts in the supermarket? (around 12:07 on DAY1)"
 
 
 def test_a_copied_line_of_speech_is_told_as_who_said_it_and_when(clock):
@@ -540,7 +567,7 @@ def test_an_answer_about_the_asker_is_told_to_them(clock):
     units = [unit("A1_JAKE", T, "I check the time and the camera status on my phone")]
     q = Query("What do I usually do after getting close to the sports camera?", T + 3_600_000, asker="A1_JAKE")
     r = check_open("I check the time and camera status on my phone.", q, units, [1], PROMPT, clock.label)
-    assert (r.mode, r.text) == ("model", "You check the time and camera status on your phone.")
+    assert (r.mode, r.text) == ("model", "You check the time and camera status on your phone (around 11:00 on DAY1).")
     assert addressed("Tasha handed me my cup (Jake's view, DAY1 11:00: I took the cup). I was glad, I'm sure.", q) == (
         "Tasha handed you your cup (Jake's view, DAY1 11:00: I took the cup). You were glad, you're sure.")
     assert addressed('At 11:33 on DAY2, Jake said: "I think so"', q) == 'At 11:33 on DAY2, you said: "I think so"'
