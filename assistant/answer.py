@@ -201,9 +201,9 @@ class Answerer:
             return self.score(q, units, messages_for, choices, usage)
         who = not choices and people.asks_who(q.question)
         if not choices and s.open_when and when.asks_when(q.question):
-            u = when.moment(units, q, self.clock, self.search.segments.idf)
-            if u is not None:
-                return Reply(when.sentence(u, q, self.clock), None, [units.index(u) + 1], mode=TIMED)
+            sure = self.search.lexical.sure  # "cherries" read in 樱桃 too
+            if (u := when.moment(units, q, self.clock, self.search.segments.idf, sure)) is not None:
+                return Reply(when.sentence(u, q, self.clock, sure), None, [units.index(u) + 1], mode=TIMED)
         if who and s.open_who != "generate" and can_score(self.llm):
             names = people.candidates(q, self.search.agents(q), units)
             if len(names) >= 2:

@@ -53,6 +53,10 @@ class LexicalRetriever:
             return set()
         return {z for t in query_tokens(text) for z in self.glossary.translations(t, SURE)}
 
+    def sure(self, token: str) -> set[str]:
+        """The translations of one token the glossary is sure of (none without a glossary)."""
+        return self.glossary.translations(token, SURE) if self.glossary is not None else set()
+
     def weights(self, q: Query, translate: bool = True) -> dict[str, float]:
         w: dict[str, float] = {}
         for t in query_tokens(q.question):

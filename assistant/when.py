@@ -100,13 +100,15 @@ def under_way(units: list[Unit], held: list[float], as_of: int) -> set[int]:
     return out
 
 
-def moment(units: list[Unit], q: Query, clock: HouseClock, idf: Callable[[str], float]) -> Unit | None:
+def moment(units: list[Unit], q: Query, clock: HouseClock, idf: Callable[[str], float],
+           translations: Callable[[str], set[str]] = lambda t: set()) -> Unit | None:
     """The excerpt whose time answers: among those holding nearly as much of the question's key
-    words (each counted by its rarity, `idf`) as the best, the latest before the occasion under
-    way for "the last time", the earliest for "the first", else the best ranked; None when no
-    excerpt holds any."""
-    wanted = key_words(q.question)
-    held = [sum(idf(t) for t in wanted & set(query_tokens(u.text))) for u in units]
+    words (each counted by its rarity, `idf`; a word held in its `translations` counts as held:
+    "cherries" in 樱桃: five of the six EgoLife wearers' captions are in Chinese alone) as the best, the latest
+    before the occasion under way for "the last time", the earliest for "the first", else the best
+    ranked; None when no excerpt holds any."""
+    forms = {t: {t} | translations(t) for t in key_words(q.question)}
+    held = [sum(idf(t) for t, f in forms.items() if f & toks) for toks in (set(query_tokens(u.text)) for u in units)]
     if not units or max(held) <= 0:
         return None
     order = order_of(q, clock)
@@ -123,8 +125,9 @@ def moment(units: list[Unit], q: Query, clock: HouseClock, idf: Callable[[str], 
     return top[0]
 
 
-def sentence(u: Unit, q: Query, clock: HouseClock) -> str:
-    line = " / ".join(best_lines(u, key_words(q.question), 1)).strip().rstrip(" .;。")
+def sentence(u: Unit, q: Query, clock: HouseClock, translations: Callable[[str], set[str]] = lambda t: set()) -> str:
+    wanted = key_words(q.question)
+    line = " / ".join(best_lines(u, wanted.union(*map(translations, wanted)), 1)).strip().rstrip(" .;。")
     line = line if len(line) <= 140 else line[:137] + "..."
     label = clock.label(u.start_ms)[:-3]
     if q.as_of_ms - u.start_ms > AGO_MOST_MS:  # "697 days ago" says nothing: a recording asked about long after

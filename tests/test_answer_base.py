@@ -284,5 +284,7 @@ def test_an_answer_about_the_asker_is_told_to_them_through_the_model(tmp_path, c
         shown = re.sub(r"\([^)]*\)", "", a.answer)  # the source in parentheses stays as recorded
         assert re.search(r"\byou\b", shown, re.I) and not re.search(r"\b(Jake|I|my)\b", shown), a.answer
         assert "camera" in a.answer.lower(), a.answer
+        # and when it was seen: the time of the excerpt the answer's words come from (issue 13)
+        assert re.search(r"\(around 11:00 on DAY2\)|DAY2 11:00", a.answer), a.answer
     finally:
         store.close()

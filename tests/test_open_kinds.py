@@ -97,6 +97,16 @@ def test_the_moment_that_answers_follows_the_question_s_order(clock):
     assert when.moment(cherries, again, clock, idf).id == 8
     only_now = Query("When was the last time cherries were mentioned?", at("DAY2 10:50:00"))
     assert when.moment(cherries[:2], only_now, clock, idf).id == 6  # nothing before: the latest there is
+    # the occasion before in Chinese alone (five of the six wearers' captions are): its words
+    # are read in the glossary's sure translations ("cherries" in 樱桃)
+    chinese = [*cherries[:2], unit(10, "A4_LUCIA", at("DAY1 11:40:00"), "我看着桌子\nLucia: 我们可以买樱桃吗"),
+               unit(11, "A2_ALICE", at("DAY1 12:00:00"), "Alice: 我们买桃子吧")]
+    assert when.moment(chinese, only_now, clock, idf).id == 6  # without them, the occasion under way
+    sure = {"cherri": {"樱桃", "樱"}}.get
+    found = when.moment(chinese, only_now, clock, idf, lambda t: sure(t, set()))
+    assert found.id == 10
+    assert when.sentence(found, only_now, clock, lambda t: sure(t, set())) == \
+        'Yesterday morning (DAY1 11:40): "Lucia: 我们可以买樱桃吗".'
     assert when.sentence(units[0], first, clock) == 'About four hours ago (DAY1 13:59): "Tasha: We can cook hot pot here".'
     # a recording asked about long after (chat's as-of is the wall clock): the day and time, not "697 days ago"
     late = Query("When did we first mention hot pot?", units[0].start_ms + 697 * when.DAY)
