@@ -34,16 +34,18 @@ def speaker_of(line: str) -> str | None:
     return m.group(1).strip() if m else None
 
 
+def twin_of(lines: list[str], i: int) -> int | None:
+    """The index of the English twin standing next to a Chinese line (same speaker; the next line
+    first, as transcripts give a line and then its translation); None for any other line."""
+    if not is_cjk(lines[i]):
+        return None
+    near = [j for j in (i + 1, i - 1) if 0 <= j < len(lines)]
+    return next((j for j in near if not is_cjk(lines[j]) and speaker_of(lines[j]) == speaker_of(lines[i])), None)
+
+
 def english_first(lines: list[str]) -> list[str]:
     """The lines without a Chinese line whose English twin stands next to it (same speaker)."""
-    out = []
-    for i, line in enumerate(lines):
-        if is_cjk(line):
-            near = [lines[j] for j in (i - 1, i + 1) if 0 <= j < len(lines)]
-            if any(not is_cjk(n) and speaker_of(n) == speaker_of(line) for n in near):
-                continue
-        out.append(line)
-    return out
+    return [line for i, line in enumerate(lines) if twin_of(lines, i) is None]
 
 
 _I_ZH = re.compile(r"我(?!们)")
@@ -102,11 +104,16 @@ def unit_lines(u: Unit) -> list[str]:
 
 def best_lines(u: Unit, wanted: set[str], n: int = 1) -> list[str]:
     """The unit's `n` lines that share most words with `wanted`, in their own order (ties: the
-    English line, then the earlier)."""
-    lines = unit_lines(u)
-    ranked = sorted(range(len(lines)), key=lambda i: (-len(wanted & set(query_tokens(lines[i]))),
-                                                      is_cjk(lines[i]), i))
-    return [lines[i] for i in sorted(ranked[:n])]
+    English line, then the earlier); an English line holds the words of the Chinese twin it stands
+    for too ("Haidilao partnered with Chibi Maruko" holds 樱桃 of 樱桃小丸子)."""
+    raw = [x for x in u.text.split("\n") if x.strip()]
+    words = [set(query_tokens(x)) for x in raw]
+    for i in range(len(raw)):
+        if (j := twin_of(raw, i)) is not None:
+            words[j] |= words[i]
+    shown = [i for i in range(len(raw)) if twin_of(raw, i) is None]
+    ranked = sorted(shown, key=lambda i: (-len(wanted & words[i]), is_cjk(raw[i]), i))
+    return [raw[i] for i in sorted(ranked[:n])]
 
 
 def bearing_lines(u: Unit, answer: str, question: str, n: int = 2) -> list[str]:

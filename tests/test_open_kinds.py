@@ -107,6 +107,11 @@ def test_the_moment_that_answers_follows_the_question_s_order(clock):
     assert found.id == 10
     assert when.sentence(found, only_now, clock, lambda t: sure(t, set())) == \
         'Yesterday morning (DAY1 11:40): "Lucia: 我们可以买樱桃吗".'
+    # the line shown is the English twin of the Chinese line that holds the word (樱桃小丸子: Chibi Maruko)
+    twins = unit(12, "A1_JAKE", at("DAY1 11:48:00"), "Katrina: We can plant it too\nKatrina: 海底捞最近跟樱桃小丸子联名\n"
+                                                     "Katrina: Haidilao recently partnered with Chibi Maruko-chan")
+    assert when.sentence(twins, only_now, clock, lambda t: sure(t, set())) == \
+        'Yesterday morning (DAY1 11:48): "Katrina: Haidilao recently partnered with Chibi Maruko-chan".'
     assert when.sentence(units[0], first, clock) == 'About four hours ago (DAY1 13:59): "Tasha: We can cook hot pot here".'
     # a recording asked about long after (chat's as-of is the wall clock): the day and time, not "697 days ago"
     late = Query("When did we first mention hot pot?", units[0].start_ms + 697 * when.DAY)
