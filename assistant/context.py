@@ -9,7 +9,7 @@ the English line is shown: the models read English best and the line costs half 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from assistant.query import Query, person_name
 from memory.records import Unit
@@ -102,17 +102,19 @@ def unit_lines(u: Unit) -> list[str]:
     return english_first([x for x in u.text.split("\n") if x.strip()])
 
 
-def best_lines(u: Unit, wanted: set[str], n: int = 1) -> list[str]:
-    """The unit's `n` lines that share most words with `wanted`, in their own order (ties: the
-    English line, then the earlier); an English line holds the words of the Chinese twin it stands
-    for too ("Haidilao partnered with Chibi Maruko" holds 樱桃 of 樱桃小丸子)."""
+def best_lines(u: Unit, wanted: set[str], n: int = 1, forms: Mapping[str, set[str]] | None = None) -> list[str]:
+    """The unit's `n` lines that hold most of the `wanted` words, each in any of its `forms` (its
+    translations: a word counts once however many it has), in their own order (ties: the English
+    line, then the earlier); an English line holds the words of the Chinese twin it stands for too
+    ("Haidilao partnered with Chibi Maruko" holds 樱桃 of 樱桃小丸子)."""
     raw = [x for x in u.text.split("\n") if x.strip()]
     words = [set(query_tokens(x)) for x in raw]
     for i in range(len(raw)):
         if (j := twin_of(raw, i)) is not None:
             words[j] |= words[i]
     shown = [i for i in range(len(raw)) if twin_of(raw, i) is None]
-    ranked = sorted(shown, key=lambda i: (-len(wanted & words[i]), is_cjk(raw[i]), i))
+    ways = [{t} | set((forms or {}).get(t, ())) for t in wanted]
+    ranked = sorted(shown, key=lambda i: (-sum(bool(w & words[i]) for w in ways), is_cjk(raw[i]), i))
     return [raw[i] for i in sorted(ranked[:n])]
 
 

@@ -54,8 +54,11 @@ class LexicalRetriever:
         return {z for t in query_tokens(text) for z in self.glossary.translations(t, SURE)}
 
     def sure(self, token: str) -> set[str]:
-        """The translations of one token the glossary is sure of (none without a glossary)."""
-        return self.glossary.translations(token, SURE) if self.glossary is not None else set()
+        """The translations of one token the glossary is sure of, of two characters or more (a lone
+        劳 of 麦当劳, McDonald's, is also in 勤劳, hard-working); none without a glossary."""
+        if self.glossary is None:
+            return set()
+        return {z for z in self.glossary.translations(token, SURE) if len(z) >= 2}
 
     def weights(self, q: Query, translate: bool = True) -> dict[str, float]:
         w: dict[str, float] = {}

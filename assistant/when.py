@@ -127,7 +127,7 @@ def moment(units: list[Unit], q: Query, clock: HouseClock, idf: Callable[[str], 
 
 def sentence(u: Unit, q: Query, clock: HouseClock, translations: Callable[[str], set[str]] = lambda t: set()) -> str:
     wanted = key_words(q.question)
-    line = " / ".join(best_lines(u, wanted.union(*map(translations, wanted)), 1)).strip().rstrip(" .;。")
+    line = " / ".join(best_lines(u, wanted, 1, {t: translations(t) for t in wanted})).strip().rstrip(" .;。")
     line = line if len(line) <= 140 else line[:137] + "..."
     label = clock.label(u.start_ms)[:-3]
     if q.as_of_ms - u.start_ms > AGO_MOST_MS:  # "697 days ago" says nothing: a recording asked about long after
