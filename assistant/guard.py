@@ -8,7 +8,8 @@ who saw it, when, and the lines themselves. An answer that says nothing the evid
 question none of whose words the evidence holds, is "I don't find this in the memory", with the
 closest evidence; one that brings nothing of the evidence to a question the evidence does touch
 is replaced by the evidence itself. A good answer is completed so that it reads as one: a
-terse one with whose view and when, a copied line of speech as who said it and when; a caption
+terse one with whose view and when, a longer one that names no time with when its evidence was
+seen ("(around 18:07 on DAY1)"), a copied line of speech as who said it and when; a caption
 copied beside it ("... for lunch. Jake turns on the faucet and laughs.") is left out, and a first
 sentence that only writes the question back gives way to what follows it, or to the evidence
 (to "what were we talking about", the lines said: `assistant.talk`).
@@ -23,10 +24,10 @@ from dataclasses import dataclass, field
 
 from assistant import talk
 from assistant.address import addressed
-from assistant.context import best_lines, is_cjk, unit_lines, view_of
+from assistant.context import best_lines, is_cjk, speaker_of, unit_lines, view_of
 from assistant.query import Query, person_name, question_word
 from memory.records import Unit
-from memory.tokenize import query_tokens
+from memory.tokenize import has_cjk, query_tokens
 
 NOT_FOUND = "I don't find this in the memory."
 _TOKEN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]|[^\W\d_]+|\d+")
@@ -47,10 +48,12 @@ _TIME_WORDS = frozenset("""morning afternoon evening night noon midnight today y
     hour hours minute minutes""".split())
 _TIME_TOKENS = frozenset(query_tokens(" ".join(_TIME_WORDS)))
 # an answer that says when already ("this morning", "two hours ago", "on DAY2": the digit)
+_SAYS_WHEN = re.compile(r"\b(?:today|tonight|yesterday|tomorrow|morning|afternoon|evening|night|noon|midnight|ago|"
+                        r"earlier|later|just now)\b", re.I)
 # a copied line of speech that no excerpt holds as said (`reported`): no time lent to it
 _UNHELD = re.compile(r'^\S+ said: "')
-_SAYS_WHEN = re.compile(r"\b(?:today|tonight|yesterday|tomorrow|morning|afternoon|evening|night|noon|midnight|ago)\b",
-                        re.I)
+# a habit has no one time ("What do I usually do ...?"), nor does a line of speech end with one
+_HABIT = re.compile(r"\b(?:usually|usual|often|always|never|every|habitually|tend to)\b", re.I)
 GENERIC = frozenset(query_tokens("""people person everyone someone something thing things time way same
     different reason talk talked talking said say says saying asked answer question day"""))
 _QUOTED = re.compile(r"^([A-Z][\w'-]{0,30}):\s*(.+)$")  # "Jake: We can or we can't."
@@ -274,7 +277,11 @@ def check_open(raw: str, q: Query, units: list[Unit], cites: list[int], prompt: 
     if restated:
         return Reply(extractive(cited_first, q, label), None, cites, EXTRACTIVE, "restates the question", raw=raw)
     told = addressed(reported(shown, [*cited, *units], label), q)
-    return Reply(with_source(told, cited, q, label, others=units), None, cites)
+    completed = with_source(told, cited, q, label)
+    if completed != told or not (u := seen_at(told, q, [*cited, *units])):
+        return Reply(completed, None, cites)
+    where = units.index(u) + 1  # the excerpt the time is from is among the evidence shown
+    return Reply(at_time(told, u, label), None, cites if where in cites else [*cites, where])
 
 
 def reported(text: str, units: list[Unit], label: Callable[[int], str]) -> str:
@@ -298,25 +305,35 @@ def reported(text: str, units: list[Unit], label: Callable[[int], str]) -> str:
     return f'{who} said: "{said}"'
 
 
-def with_source(text: str, cited: list[Unit], q: Query, label: Callable[[int], str], terse: int = 6,
-                others: list[Unit] | tuple[Unit, ...] = ()) -> str:
-    """An answer completed with when it was seen, unless it names a time: a terse one ("Jake",
-    "Katrina wanted pizza": `terse` words or fewer) with who saw it, when and the line, from the
-    first cited excerpt: "Jake (Alice's view, DAY1 11:16: ...)."; a longer one with the time of the
-    excerpt that shares most of its words, the cited first among equals, then `others`: "Tasha bought
-    the tart crusts at the supermarket (around 18:07 on DAY1)." (none when no excerpt shares a word
-    of it); a line of speech no excerpt holds, and any other, as it is."""
-    if re.search(r"\d", text) or not cited:
+def with_source(text: str, cited: list[Unit], q: Query, label: Callable[[int], str], terse: int = 6) -> str:
+    """A terse answer that names no time ("Jake", "Katrina wanted pizza": `terse` words or fewer, no
+    digit) completed with who saw it and when, from the first cited excerpt: "Jake (Alice's view,
+    DAY1 11:16: ...)."; any other as it is."""
+    if len(tokens(text)) > terse or re.search(r"\d", text) or not cited:
         return text
-    if len(tokens(text)) <= terse:
-        return f"{text.rstrip(' .。')} ({cite_line(cited[0], q, label)})."
-    if _SAYS_WHEN.search(text) or _UNHELD.match(text):
-        return text
-    said = set(query_tokens(text)) - GENERIC
-    seen = [*cited, *(u for u in others if u not in cited)]
+    return f"{text.rstrip(' .。')} ({cite_line(cited[0], q, label)})."
+
+
+def at_time(text: str, u: Unit, label: Callable[[int], str]) -> str:
+    """The answer told with the excerpt's time: "... in the supermarket (around 18:07 on DAY1)."
+    (a "?", "!", closing quote or "..." of the model's own stays where it is)."""
+    day, _, hms = label(u.start_ms).partition(" ")
+    end = "" if text.endswith(("?", "!", '"', "”", "...")) else "."
+    return f"{text if not end else text.rstrip(' .。')} (around {hms[:5]} on {day}){end}"
+
+
+def seen_at(text: str, q: Query, seen: list[Unit]) -> Unit | None:
+    """The excerpt whose time a longer English answer that names none is told with ("Tasha bought
+    the egg tart crusts in the supermarket (around 18:07 on DAY1)."): the first of `seen` (the cited
+    ones first) holding most of its content words, people's names aside. None for an answer that
+    says when, in Chinese, about a habit (no one time), ending in a line of speech, copying a line no
+    excerpt holds, or sharing no content word with any excerpt."""
+    last = _SENTENCE.split(text)[-1]
+    if (re.search(r"\d", text) or _SAYS_WHEN.search(text) or _UNHELD.match(text) or _QUOTED.match(last)
+            or has_cjk(text) or _HABIT.search(f"{q.question} {text}")):
+        return None
+    people = {person_name(u.agent) for u in seen} | {who for u in seen for x in unit_lines(u) if (who := speaker_of(x))}
+    said = set(query_tokens(text)) - GENERIC - set(query_tokens(" ".join(people)))
     shared = [len(said & set(query_tokens(u.text))) for u in seen]
-    if not max(shared):
-        return text
-    day, _, hms = label(seen[shared.index(max(shared))].start_ms).partition(" ")
-    body = text.rstrip(" .。")
-    return f"{body} (around {hms[:5]} on {day})" + ("" if body.endswith(("?", "!", '"', "？", "！", "”")) else ".")
+    best = max(range(len(seen)), key=shared.__getitem__, default=None)
+    return seen[best] if best is not None and shared[best] else None

@@ -126,6 +126,8 @@ def moment(units: list[Unit], q: Query, clock: HouseClock, idf: Callable[[str], 
 
 
 def sentence(u: Unit, q: Query, clock: HouseClock, translations: Callable[[str], set[str]] = lambda t: set()) -> str:
+    """The moment told from the question's time, with its line that holds most of the key words
+    (in any of their `translations`; a Chinese line's English twin shown for it)."""
     wanted = key_words(q.question)
     line = " / ".join(best_lines(u, wanted, 1, {t: translations(t) for t in wanted})).strip().rstrip(" .;。")
     line = line if len(line) <= 140 else line[:137] + "..."

@@ -346,7 +346,7 @@ def test_a_caption_copied_beside_the_answer_is_left_out(clock):
     assert (r.mode, r.text) == ("model", "We decide to eat KFC for lunch (around 11:00 on DAY1).")
     # a second sentence of the question's matter stays, though copied; one of the answer's own words stays
     r = check_open("We decide to eat KFC. Jake: Let's order takeout for lunch.", q, units, [1], PROMPT, clock.label, 2)
-    assert r.text == "We decide to eat KFC. Jake: Let's order takeout for lunch (around 11:01 on DAY1)."
+    assert r.text == "We decide to eat KFC. Jake: Let's order takeout for lunch."  # no time inside Jake's words
     r = check_open("We decide to eat KFC for lunch. Shure wanted the family bucket.", q, units, [1], PROMPT,
                    clock.label, 2)
     assert r.text == "We decide to eat KFC for lunch. Shure wanted the family bucket (around 11:00 on DAY1)."
@@ -467,9 +467,27 @@ def test_an_answer_that_names_no_time_is_told_when_its_evidence_was_seen(clock):
     chinese = [unit("A3_TASHA", T, "我们在这个超市应该买不到蛋挞皮")]
     r = check_open("Tasha could not find the egg tart crusts anywhere.", q, chinese, [1], PROMPT, clock.label)
     assert (r.mode, r.text) == ("model", "Tasha could not find the egg tart crusts anywhere.")
-    # a question mark keeps its place, before the time
+    # a question mark or an ellipsis keeps its place, before the time
     r = check_open("Did Tasha find the egg tart crusts in the supermarket?", q, units, [2], PROMPT, clock.label)
     assert r.text == "Did Tasha find the egg tart crusts in the supermarket? (around 12:07 on DAY1)"
+    r = check_open("Tasha found the egg tart crusts in the supermarket...", q, units, [2], PROMPT, clock.label)
+    assert r.text == "Tasha found the egg tart crusts in the supermarket... (around 12:07 on DAY1)"
+    # the excerpt the time comes from joins the evidence shown
+    r = check_open("Tasha bought the egg tart crusts in the supermarket.", q, units, [1], PROMPT, clock.label)
+    assert r.text.endswith("(around 12:07 on DAY1).") and r.cites == [1, 2]
+    # no time: for a habit, in a line of speech, in Chinese, or from a person's name alone
+    habit = Query("What does Tasha usually buy at the supermarket?", T + 3 * 3_600_000)
+    said = "Tasha usually buys the egg tart crusts in the supermarket."
+    assert check_open(said, habit, units, [2], PROMPT, clock.label).text == said
+    said = "We went to the shop. Tasha: Does the supermarket have egg tart crusts?"
+    assert check_open(said, q, units, [2], PROMPT, clock.label, 2).text == said
+    chinese = [unit("A3_TASHA", T, "我们在这个超市应该买不到蛋挞皮")]
+    said = "Tasha could not find the 蛋挞皮 in this 超市 at all."
+    assert check_open(said, q, chinese, [1], PROMPT, clock.label).text == said
+    bakery = [unit("A4_LUCIA", T, "Tasha: the bakery was closed")]
+    said = "Tasha and Lucia were both there together then."  # "Tasha" is all it shares
+    r = check_open(said, Query("What happened at the bakery?", T + 3_600_000), bakery, [1], PROMPT, clock.label)
+    assert (r.mode, r.text) == ("model", said)
 
 
 def test_a_copied_line_of_speech_is_told_as_who_said_it_and_when(clock):
@@ -567,7 +585,7 @@ def test_an_answer_about_the_asker_is_told_to_them(clock):
     units = [unit("A1_JAKE", T, "I check the time and the camera status on my phone")]
     q = Query("What do I usually do after getting close to the sports camera?", T + 3_600_000, asker="A1_JAKE")
     r = check_open("I check the time and camera status on my phone.", q, units, [1], PROMPT, clock.label)
-    assert (r.mode, r.text) == ("model", "You check the time and camera status on your phone (around 11:00 on DAY1).")
+    assert (r.mode, r.text) == ("model", "You check the time and camera status on your phone.")  # a habit: no one time
     assert addressed("Tasha handed me my cup (Jake's view, DAY1 11:00: I took the cup). I was glad, I'm sure.", q) == (
         "Tasha handed you your cup (Jake's view, DAY1 11:00: I took the cup). You were glad, you're sure.")
     assert addressed('At 11:33 on DAY2, Jake said: "I think so"', q) == 'At 11:33 on DAY2, you said: "I think so"'
