@@ -108,11 +108,11 @@ def best_lines(u: Unit, wanted: set[str], n: int = 1, forms: Mapping[str, set[st
     line, then the earlier); an English line holds the words of the Chinese twin it stands for too
     ("Haidilao partnered with Chibi Maruko" holds 樱桃 of 樱桃小丸子)."""
     raw = [x for x in u.text.split("\n") if x.strip()]
-    words = [set(query_tokens(x)) for x in raw]
-    for i in range(len(raw)):
-        if (j := twin_of(raw, i)) is not None:
+    words, twins = [set(query_tokens(x)) for x in raw], [twin_of(raw, i) for i in range(len(raw))]
+    for i, j in enumerate(twins):
+        if j is not None:
             words[j] |= words[i]
-    shown = [i for i in range(len(raw)) if twin_of(raw, i) is None]
+    shown = [i for i, j in enumerate(twins) if j is None]
     ways = [{t} | set((forms or {}).get(t, ())) for t in wanted]
     ranked = sorted(shown, key=lambda i: (-sum(bool(w & words[i]) for w in ways), is_cjk(raw[i]), i))
     return [raw[i] for i in sorted(ranked[:n])]

@@ -254,7 +254,7 @@ def check_open(raw: str, q: Query, units: list[Unit], cites: list[int], prompt: 
     this in the memory" with the closest evidence."""
     text = without_echoes(clean(raw), prompt)
     cited = [units[i - 1] for i in cites] or units
-    cited_first = [*cited, *(u for u in units if u not in cited)]  # for an answer of lines said
+    cited_first = [*cited, *(u for u in units if u not in cited)]  # lines said; the time of a timeless answer
     if says_nothing(text):
         return Reply(extractive(units, q, label, found=False), None, cites, NOT_FOUND_MODE, "says nothing", raw=raw)
     why = degenerate(raw, prompt)
@@ -278,7 +278,7 @@ def check_open(raw: str, q: Query, units: list[Unit], cites: list[int], prompt: 
         return Reply(extractive(cited_first, q, label), None, cites, EXTRACTIVE, "restates the question", raw=raw)
     told = addressed(reported(shown, [*cited, *units], label), q)
     completed = with_source(told, cited, q, label)
-    if completed != told or not (u := seen_at(told, q, [*cited, *units])):
+    if completed != told or not (u := seen_at(told, q, cited_first)):  # a terse one has its source already
         return Reply(completed, None, cites)
     where = units.index(u) + 1  # the excerpt the time is from is among the evidence shown
     return Reply(at_time(told, u, label), None, cites if where in cites else [*cites, where])

@@ -49,16 +49,14 @@ class LexicalRetriever:
     def same_words(self, text: str) -> set[str]:
         """The translations the glossary is sure of (`memory.glossary.SURE`) of the text's words,
         whether or not the search adds translations (none without a glossary)."""
-        if self.glossary is None:
-            return set()
-        return {z for t in query_tokens(text) for z in self.glossary.translations(t, SURE)}
+        return {z for t in query_tokens(text) for z in self.sure(t, shortest=1)}
 
-    def sure(self, token: str) -> set[str]:
-        """The translations of one token the glossary is sure of, of two characters or more (a lone
-        劳 of 麦当劳, McDonald's, is also in 勤劳, hard-working); none without a glossary."""
+    def sure(self, token: str, shortest: int = 2) -> set[str]:
+        """The translations of one token the glossary is sure of, of `shortest` characters or more
+        (a lone 劳 of 麦当劳, McDonald's, is also in 勤劳, hard-working); none without a glossary."""
         if self.glossary is None:
             return set()
-        return {z for z in self.glossary.translations(token, SURE) if len(z) >= 2}
+        return {z for z in self.glossary.translations(token, SURE) if len(z) >= shortest}
 
     def weights(self, q: Query, translate: bool = True) -> dict[str, float]:
         w: dict[str, float] = {}

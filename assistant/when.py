@@ -104,9 +104,9 @@ def moment(units: list[Unit], q: Query, clock: HouseClock, idf: Callable[[str], 
            translations: Callable[[str], set[str]] = lambda t: set()) -> Unit | None:
     """The excerpt whose time answers: among those holding nearly as much of the question's key
     words (each counted by its rarity, `idf`; a word held in its `translations` counts as held:
-    "cherries" in 樱桃: five of the six EgoLife wearers' captions are in Chinese alone) as the best, the latest
-    before the occasion under way for "the last time", the earliest for "the first", else the best
-    ranked; None when no excerpt holds any."""
+    "cherries" in 樱桃, since five of the six EgoLife wearers' captions are in Chinese alone) as
+    the best, the latest before the occasion under way for "the last time", the earliest for "the
+    first", else the best ranked; None when no excerpt holds any."""
     forms = {t: {t} | translations(t) for t in key_words(q.question)}
     held = [sum(idf(t) for t, f in forms.items() if f & toks) for toks in (set(query_tokens(u.text)) for u in units)]
     if not units or max(held) <= 0:
